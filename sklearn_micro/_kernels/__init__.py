@@ -1,0 +1,1 @@
+"""Numba kernels. Nothing here imports scikit-learn; every kernel compiles with cache=True."""

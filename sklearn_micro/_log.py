@@ -1,0 +1,283 @@
+"""The engagement log: validation, id vocabularies and chunk iteration.
+
+An engagement log has one row per engagement with three fields, ``user``, ``item`` and
+``chunk``. It comes in as a pandas DataFrame with those columns (ids int64 or strings) or as
+an integer array of shape (n, 3), and is validated once into an :class:`EngagementLog`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+COLUMNS = ("user", "item", "chunk")
+
+__all__ = [
+    "COLUMNS",
+    "EmbeddedLog",
+    "EngagementLog",
+    "Vocabulary",
+    "check_log",
+    "iter_chunks",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class EngagementLog:
+    """A validated engagement log: three aligned 1-D arrays of external values.
+
+    ``user`` and ``item`` hold external ids (int64, or str for string ids); ``chunk`` holds
+    ordinal int64 time chunks. Rows keep the order they came in.
+    """
+
+    user: np.ndarray
+    item: np.ndarray
+    chunk: np.ndarray
+
+    def __len__(self) -> int:
+        return self.user.shape[0]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self), 3)
+
+    def take(self, rows) -> EngagementLog:
+        """The log restricted to ``rows`` (indices or a boolean mask)."""
+        return EngagementLog(self.user[rows], self.item[rows], self.chunk[rows])
+
+    def __getitem__(self, rows) -> EngagementLog:
+        return self.take(rows)
+
+    def to_frame(self):
+        """The log as a pandas DataFrame with columns ``user``, ``item``, ``chunk``."""
+        import pandas as pd
+
+        return pd.DataFrame({"user": self.user, "item": self.item, "chunk": self.chunk})
+
+
+@dataclass(frozen=True, eq=False)
+class EmbeddedLog:
+    """What `GraphEmbedder.transform` hands on: the log, vectors and their vocabularies.
+
+    ``user_vectors[j]`` is the vector of external user ``user_ids.ids[j]``, and likewise for
+    items. `SphericalKMeans` fills ``item_interest`` (the interest of each item of
+    ``item_ids``) when it clusters the item vectors.
+    """
+
+    log: EngagementLog
+    user_ids: Vocabulary
+    item_ids: Vocabulary
+    user_vectors: np.ndarray
+    item_vectors: np.ndarray
+    item_interest: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.log)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.log.shape
+
+    def with_interests(self, item_interest: np.ndarray) -> EmbeddedLog:
+        return replace(self, item_interest=np.asarray(item_interest, dtype=np.int64))
+
+
+def _id_column(values, name: str, *, input_name: str) -> np.ndarray:
+    """External ids as int64 or str, refusing NaN, floats and mixed kinds."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu":
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise ValueError(f"{input_name}: column {name!r} has ids beyond the int64 range.")
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind == "U":
+        return arr
+    if arr.dtype.kind == "O" or str(arr.dtype).startswith("str") or arr.dtype.kind == "T":
+        arr = np.asarray(values, dtype=object)
+        bad = [j for j, v in enumerate(arr) if not isinstance(v, str)]
+        if bad:
+            j = bad[0]
+            raise ValueError(
+                f"{input_name}: column {name!r} must hold int64 or string ids only; "
+                f"row {j} holds {arr[j]!r} ({type(arr[j]).__name__})."
+            )
+        return arr.astype(str)
+    if arr.dtype.kind == "f":
+        nan = np.flatnonzero(np.isnan(arr))
+        where = f"; row {nan[0]} is NaN" if nan.size else ""
+        raise ValueError(
+            f"{input_name}: column {name!r} must hold int64 or string ids, got dtype "
+            f"{arr.dtype}{where}."
+        )
+    raise ValueError(
+        f"{input_name}: column {name!r} must hold int64 or string ids, got dtype {arr.dtype}."
+    )
+
+
+def _chunk_column(values, *, input_name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)))
+        if bad.size:
+            raise ValueError(
+                f"{input_name}: column 'chunk' must hold integer chunks; row {bad[0]} holds "
+                f"{arr[bad[0]]!r}."
+            )
+    raise ValueError(
+        f"{input_name}: column 'chunk' must have an integer dtype, got {arr.dtype}."
+    )
+
+
+def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> EngagementLog:
+    """Validate an engagement log and return it as an :class:`EngagementLog`.
+
+    Parameters
+    ----------
+    X : DataFrame with columns ``user``, ``item``, ``chunk``, integer array of shape (n, 3),
+        `EngagementLog` or `EmbeddedLog`
+        The engagements, one per row.
+    input_name : str
+        How error messages name the input.
+    allow_empty : bool
+        Whether a log without rows is accepted.
+
+    Returns
+    -------
+    log : EngagementLog
+    """
+    if isinstance(X, EngagementLog):
+        log = X
+    elif isinstance(X, EmbeddedLog):
+        log = X.log
+    elif hasattr(X, "columns") and hasattr(X, "__getitem__"):
+        missing = [c for c in COLUMNS if c not in X.columns]
+        if missing:
+            raise ValueError(
+                f"{input_name} must have columns {list(COLUMNS)}; missing {missing}, "
+                f"got {list(X.columns)}."
+            )
+        log = EngagementLog(
+            _id_column(X["user"].to_numpy(), "user", input_name=input_name),
+            _id_column(X["item"].to_numpy(), "item", input_name=input_name),
+            _chunk_column(X["chunk"].to_numpy(), input_name=input_name),
+        )
+    else:
+        if isinstance(X, (str, bytes)) or X is None or np.isscalar(X):
+            raise TypeError(
+                f"{input_name} must be a DataFrame with columns {list(COLUMNS)} or an integer "
+                f"array of shape (n, 3); got {type(X).__name__}."
+            )
+        arr = np.asarray(X)
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            raise ValueError(
+                f"{input_name} must be an integer array of shape (n, 3) with columns "
+                f"{list(COLUMNS)}; got shape {arr.shape}."
+            )
+        if arr.dtype.kind not in "iu":
+            detail = ""
+            if arr.dtype.kind == "f" and np.isnan(arr).any():
+                row = int(np.flatnonzero(np.isnan(arr).any(axis=1))[0])
+                detail = f"; row {row} holds NaN"
+            raise ValueError(
+                f"{input_name} must be an integer array of shape (n, 3); got dtype "
+                f"{arr.dtype}{detail}."
+            )
+        arr = arr.astype(np.int64, copy=False)
+        log = EngagementLog(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy())
+    if len(log) == 0 and not allow_empty:
+        raise ValueError(f"{input_name} is an empty engagement log; at least one row is needed.")
+    return log
+
+
+def _id_kind(ids: np.ndarray) -> str:
+    return "str" if ids.dtype.kind == "U" else "int64"
+
+
+class Vocabulary:
+    """External ids mapped to contiguous internal indices ``0..n-1``.
+
+    The internal index of an id is its position in ``ids``; `extend` appends unseen ids at
+    the end, so indices already handed out never change. Lookups are binary searches in a
+    sorted copy, so they cost O(log n) per id and hold no Python dict.
+    """
+
+    def __init__(self, ids: np.ndarray):
+        ids = np.asarray(ids)
+        self.ids = ids
+        self._order = np.argsort(ids, kind="stable")
+        self._sorted = ids[self._order]
+
+    @classmethod
+    def from_ids(cls, values: np.ndarray) -> Vocabulary:
+        """A vocabulary of the distinct values, in sorted order."""
+        return cls(np.unique(values))
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Vocabulary(n={len(self)}, kind={_id_kind(self.ids)})"
+
+    def _check_kind(self, values: np.ndarray, name: str) -> None:
+        if len(self) and values.size and _id_kind(values) != _id_kind(self.ids):
+            raise ValueError(
+                f"{name} must be {_id_kind(self.ids)} ids like those seen in fit; got "
+                f"{_id_kind(values)} ids."
+            )
+
+    def lookup(self, values, *, name: str = "ids") -> np.ndarray:
+        """Internal indices of ``values``; -1 where an id is unknown."""
+        values = np.asarray(values)
+        if values.dtype.kind in "iu":
+            values = values.astype(np.int64, copy=False)
+        elif values.dtype.kind not in "U":
+            values = _id_column(values.ravel(), name, input_name=name).reshape(values.shape)
+        self._check_kind(values, name)
+        if len(self) == 0:
+            return np.full(values.shape, -1, dtype=np.int64)
+        pos = np.searchsorted(self._sorted, values)
+        pos = np.minimum(pos, len(self) - 1)
+        found = self._sorted[pos] == values
+        return np.where(found, self._order[pos], -1).astype(np.int64)
+
+    def extend(self, values, *, name: str = "ids") -> tuple[Vocabulary, np.ndarray]:
+        """A new vocabulary with the unseen ``values`` appended, and their indices in it.
+
+        ``self`` is left unchanged, so a caller can validate everything before it commits.
+        """
+        values = np.asarray(values)
+        index = self.lookup(values, name=name)
+        unseen = index < 0
+        if not unseen.any():
+            return self, index
+        new_ids = np.unique(values[unseen])
+        if len(self):
+            new_ids = new_ids.astype(self.ids.dtype) if self.ids.dtype.kind != "U" else new_ids
+            ids = np.concatenate([self.ids, new_ids])
+        else:
+            ids = new_ids
+        vocab = Vocabulary(ids)
+        index = index.copy()
+        index[unseen] = len(self) + np.searchsorted(new_ids, values[unseen])
+        return vocab, index
+
+    def __getstate__(self):
+        return {"ids": self.ids}
+
+    def __setstate__(self, state):
+        self.__init__(state["ids"])
+
+
+def iter_chunks(chunk: np.ndarray):
+    """Yield ``(chunk_value, rows)`` for each distinct chunk, in increasing order.
+
+    ``rows`` are the row indices of that chunk in their original order.
+    """
+    chunk = np.asarray(chunk)
+    order = np.argsort(chunk, kind="stable")
+    values, starts = np.unique(chunk[order], return_index=True)
+    bounds = np.append(starts, chunk.shape[0])
+    for j, value in enumerate(values):
+        yield int(value), order[bounds[j] : bounds[j + 1]]

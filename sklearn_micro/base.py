@@ -1,0 +1,121 @@
+"""The recommender protocol shared by MiCRO and the baselines.
+
+Every recommender is a scikit-learn estimator with three verbs:
+
+- ``fit(X)``: learn from a training engagement log (or the `EmbeddedLog` a `GraphEmbedder`
+  hands on in a Pipeline);
+- ``partial_fit(X)``: take the engagements of one or more new time chunks, in order;
+- ``recommend(users, m)``: for each user, the ``m`` best items for the latest chunk, best
+  first, as ``(items, scores)`` arrays of shape (n_users, m) in external ids.
+
+A subclass keeps its id vocabularies in ``user_ids_`` and ``item_ids_`` and implements
+``_recommend(user_index, m, seen)`` on internal indices (-1 for users it has never seen),
+returning internal item indices padded with -1 and scores padded with -inf.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from ._log import Vocabulary
+
+__all__ = ["RecommenderMixin", "SeenItems"]
+
+
+class SeenItems:
+    """Which items each user has engaged with: (user, item) pairs sorted and distinct.
+
+    Used by ``recommend(..., exclude_seen=True)``. Kept as two int64 arrays, so it pickles
+    as plain arrays; `add` returns a new object and leaves this one as it was.
+    """
+
+    def __init__(self, user=None, item=None):
+        self.user = np.empty(0, np.int64) if user is None else user
+        self.item = np.empty(0, np.int64) if item is None else item
+
+    def add(self, user: np.ndarray, item: np.ndarray) -> SeenItems:
+        u = np.concatenate([self.user, np.asarray(user, np.int64)])
+        i = np.concatenate([self.item, np.asarray(item, np.int64)])
+        order = np.lexsort((i, u))
+        u, i = u[order], i[order]
+        keep = np.ones(u.shape[0], bool)
+        keep[1:] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
+        return SeenItems(u[keep], i[keep])
+
+    def csr(self, users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(indptr, items)`` of the seen items of ``users`` (internal, -1 for unknown)."""
+        users = np.asarray(users, np.int64)
+        lo = np.searchsorted(self.user, users, side="left")
+        hi = np.searchsorted(self.user, users, side="right")
+        lo = np.where(users < 0, 0, lo)
+        hi = np.where(users < 0, 0, hi)
+        indptr = np.zeros(users.shape[0] + 1, np.int64)
+        np.cumsum(hi - lo, out=indptr[1:])
+        if indptr[-1] == 0:
+            return indptr, np.empty(0, np.int64)
+        rows = np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
+        return indptr, self.item[rows]
+
+
+class RecommenderMixin:
+    """Mixin giving a fitted recommender its public ``recommend`` verb.
+
+    ``recommend`` maps external user ids to internal ones, calls the subclass's
+    ``_recommend`` and maps the answer back to external item ids.
+    """
+
+    _estimator_type = "recommender"
+
+    def recommend(self, users, m: int = 100, *, exclude_seen: bool = False):
+        """The ``m`` best items of the latest chunk for each user, best first.
+
+        Parameters
+        ----------
+        users : array-like of shape (n_users,)
+            External user ids. Users never seen in any log get the documented answer for
+            unseen users of each recommender.
+        m : int, default=100
+            Number of items per user.
+        exclude_seen : bool, default=False
+            Leave out items the user has already engaged with (in any log given to ``fit``
+            or ``partial_fit``).
+
+        Returns
+        -------
+        items : ndarray of shape (n_users, m)
+            External item ids, best first; padded with -1 (or "" for string ids) where
+            fewer than ``m`` items can be ranked.
+        scores : ndarray of shape (n_users, m)
+            The score of each item; -inf where padded.
+        """
+        check_is_fitted(self, "item_ids_")
+        if not isinstance(m, Integral) or isinstance(m, bool) or m < 1:
+            raise ValueError(f"m must be an integer >= 1; got {m!r}.")
+        users = np.asarray(users)
+        if users.ndim == 0:
+            users = users.reshape(1)
+        if users.ndim != 1:
+            raise ValueError(f"users must be a 1-D array of user ids; got shape {users.shape}.")
+        if users.size == 0:
+            return self._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
+        user_index = self.user_ids_.lookup(users, name="users")
+        seen = self.seen_items_.csr(user_index) if exclude_seen else None
+        items, scores = self._recommend(user_index, int(m), seen)
+        return self._external_items(items), scores
+
+    def _external_items(self, items: np.ndarray) -> np.ndarray:
+        ids = self.item_ids_.ids
+        if ids.dtype.kind == "U":
+            out = np.full(items.shape, "", dtype=ids.dtype)
+        else:
+            out = np.full(items.shape, -1, dtype=np.int64)
+        valid = items >= 0
+        out[valid] = ids[items[valid]]
+        return out
+
+    def _more_tags(self):
+        return {"requires_y": False}
+
