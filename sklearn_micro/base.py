@@ -20,8 +20,6 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ._log import Vocabulary
-
 __all__ = ["RecommenderMixin", "SeenItems"]
 
 
@@ -115,7 +113,4 @@ class RecommenderMixin:
         valid = items >= 0
         out[valid] = ids[items[valid]]
         return out
-
-    def _more_tags(self):
-        return {"requires_y": False}
 

@@ -1,19 +1,20 @@
 """Top-m selection and filling of the remaining slots, shared by every recommender."""
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 
 @njit(cache=True)
 def _is_seen(seen_items, lo, hi, item):
     # seen_items[lo:hi] is sorted: binary search
+    end = hi
     while lo < hi:
         mid = (lo + hi) // 2
         if seen_items[mid] < item:
             lo = mid + 1
         else:
             hi = mid
-    return lo < seen_items.shape[0] and seen_items[lo] == item and hi >= lo
+    return lo < end and seen_items[lo] == item
 
 
 @njit(cache=True)
@@ -47,3 +48,113 @@ def fill_remainder(items, scores, n_filled, pop_order, pop_score, fill_base,
             scores[r, j] = -np.inf
         for j in range(n_filled[r]):
             mark[items[r, j]] = False
+
+
+@njit(cache=True)
+def _worse(s_a, p_a, i_a, s_b, p_b, i_b):
+    # ranking order: higher score, then higher popularity, then lower index
+    if s_a != s_b:
+        return s_a < s_b
+    if p_a != p_b:
+        return p_a < p_b
+    return i_a > i_b
+
+
+@njit(cache=True)
+def _sift_down(hs, hp, hi, start, size):
+    # min-heap on the ranking order: the root is the worst kept item
+    pos = start
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            break
+        if child + 1 < size and _worse(hs[child + 1], hp[child + 1], hi[child + 1],
+                                       hs[child], hp[child], hi[child]):
+            child += 1
+        if _worse(hs[child], hp[child], hi[child], hs[pos], hp[pos], hi[pos]):
+            hs[pos], hs[child] = hs[child], hs[pos]
+            hp[pos], hp[child] = hp[child], hp[pos]
+            hi[pos], hi[child] = hi[child], hi[pos]
+            pos = child
+        else:
+            break
+
+
+@njit(cache=True)
+def _sift_up(hs, hp, hi, pos):
+    while pos > 0:
+        parent = (pos - 1) // 2
+        if _worse(hs[pos], hp[pos], hi[pos], hs[parent], hp[parent], hi[parent]):
+            hs[pos], hs[parent] = hs[parent], hs[pos]
+            hp[pos], hp[parent] = hp[parent], hp[pos]
+            hi[pos], hi[parent] = hi[parent], hi[pos]
+            pos = parent
+        else:
+            break
+
+
+@njit(cache=True, parallel=True)
+def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
+                 seen_indptr, seen_items, m):
+    """Exact top-m of ``q_base[r] + sum_k q_w[k] * phi_cnt[k, i]`` for each query row r.
+
+    ``q_*`` is a CSR of each query's interests and weights; ``phi_*`` a CSR from interest to
+    (local item, count) of the latest chunk. Only items with a count in one of the query's
+    interests are scored. Ties go to the more popular item (``item_pop``), then the lower
+    index. Returns global item indices (``chunk_items[local]``), scores and how many slots
+    each row filled.
+    """
+    n = q_ptr.shape[0] - 1
+    n_local = chunk_items.shape[0]
+    items = np.full((n, m), -1, np.int64)
+    scores = np.full((n, m), -np.inf)
+    n_filled = np.zeros(n, np.int64)
+    n_blocks = min(n, 256)
+    for b in prange(n_blocks):
+        acc = np.zeros(n_local)
+        touched = np.empty(n_local, np.int64)
+        hs = np.empty(m)
+        hp = np.empty(m)
+        hi = np.empty(m, np.int64)
+        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            nt = 0
+            for q in range(q_ptr[r], q_ptr[r + 1]):
+                k = q_k[q]
+                w = q_w[q]
+                for p in range(phi_ptr[k], phi_ptr[k + 1]):
+                    li = phi_item[p]
+                    if acc[li] == 0.0:
+                        touched[nt] = li
+                        nt += 1
+                    acc[li] += w * phi_cnt[p]
+            lo = seen_indptr[r]
+            hi_seen = seen_indptr[r + 1]
+            size = 0
+            for t in range(nt):
+                li = touched[t]
+                s = acc[li]
+                acc[li] = 0.0
+                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, chunk_items[li]):
+                    continue
+                pop = item_pop[li]
+                if size < m:
+                    hs[size] = s
+                    hp[size] = pop
+                    hi[size] = li
+                    _sift_up(hs, hp, hi, size)
+                    size += 1
+                elif _worse(hs[0], hp[0], hi[0], s, pop, li):
+                    hs[0] = s
+                    hp[0] = pop
+                    hi[0] = li
+                    _sift_down(hs, hp, hi, 0, size)
+            n_filled[r] = size
+            for j in range(size - 1, -1, -1):
+                items[r, j] = chunk_items[hi[0]]
+                scores[r, j] = q_base[r] + hs[0]
+                last = j
+                hs[0] = hs[last]
+                hp[0] = hp[last]
+                hi[0] = hi[last]
+                _sift_down(hs, hp, hi, 0, last)
+    return items, scores, n_filled

@@ -1,0 +1,502 @@
+"""MiCRO: multi-interest candidate retrieval online."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+from ._kernels import sampler
+from ._kernels.topm import fill_remainder, mixture_topm
+from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
+from .base import RecommenderMixin, SeenItems
+
+__all__ = ["MiCRO"]
+
+
+def _counts_csr(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
+                weights: np.ndarray | None = None):
+    """Distinct (row, col) pairs with summed weights, sorted by row then col, as a CSR."""
+    key = rows.astype(np.int64) * n_cols + cols
+    uniq, inverse = np.unique(key, return_inverse=True)
+    counts = np.bincount(inverse, weights=weights, minlength=uniq.shape[0])
+    r = uniq // n_cols
+    indptr = np.zeros(n_rows + 1, np.int64)
+    np.cumsum(np.bincount(r, minlength=n_rows), out=indptr[1:])
+    return indptr, (uniq % n_cols).astype(np.int64), counts.astype(np.float64)
+
+
+def _csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For a CSR ``indptr``: the new indptr of ``rows`` and the positions of their entries."""
+    rows = np.asarray(rows, np.int64)
+    lo = np.where(rows >= 0, indptr[np.maximum(rows, 0)], 0)
+    hi = np.where(rows >= 0, indptr[np.maximum(rows, 0) + 1], 0)
+    out = np.zeros(rows.shape[0] + 1, np.int64)
+    np.cumsum(hi - lo, out=out[1:])
+    pos = np.repeat(lo - out[:-1], hi - lo) + np.arange(out[-1])
+    return out, pos
+
+
+class MiCRO(RecommenderMixin, BaseEstimator):
+    """Multi-interest candidate retrieval that adapts online to new items and trends.
+
+    Each user is a mixture ``theta_u`` over a sparse set of interests (the support, taken
+    from the interests of the items the user engaged with in training); each interest is a
+    distribution ``phi[k, t]`` over the items of time chunk ``t``. `fit` starts from the
+    interest clusters of the training items, `partial_fit` runs a collapsed Gibbs sampler on
+    each new chunk (new items welcome), and `recommend` returns the items with the highest
+    ``p_t(i|u) = sum_k theta_u[k] * phi[k, t][i]`` for the latest chunk.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Dirichlet prior of ``theta_u`` on each interest of the user's support (zero
+        elsewhere).
+    beta : float, default=0.01
+        Symmetric Dirichlet prior of ``phi[k, t]`` over the ``I_t`` distinct items of chunk
+        ``t``.
+    max_sweeps : int, default=100
+        Cap on Gibbs sweeps per chunk.
+    tol : float, default=1e-3
+        Convergence criterion. After each sweep the chunk's collapsed log-likelihood is
+        computed; the chain is taken as converged when the mean of the last ``window``
+        sweeps' log-likelihoods improves on the mean of the ``window`` sweeps before by
+        less than ``tol`` relative to its magnitude (it has stopped rising and only
+        fluctuates), with ``window = 3``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the sampler. The stream carries on across `partial_fit` calls.
+    n_jobs : int or None, default=None
+        Threads for `recommend` (the sampler itself is sequential). None keeps numba's
+        default.
+    verbose : int, default=0
+        Print one line per chunk (sweeps, changed assignments, log-likelihood).
+
+    Attributes
+    ----------
+    user_ids_, item_ids_ : Vocabulary
+        External ids of every user and item seen so far; the internal index of an id is its
+        position.
+    n_interests_ : int
+        Number of interests K.
+    support_indptr_, support_interest_, support_count_ : ndarray
+        Users' supports as a CSR: the interests of user ``u`` are
+        ``support_interest_[support_indptr_[u]:support_indptr_[u + 1]]`` with counts
+        ``N[u, k]`` (training plus every chunk sampled so far) in ``support_count_``.
+    item_interest_ : ndarray of shape (n_items,)
+        Each item's main interest: its cluster for training items, then the interest that
+        holds most of its engagements in the latest chunk it appeared in; -1 if none.
+    latest_chunk_ : int
+        The chunk that `recommend` ranks items for.
+    chunk_items_ : ndarray
+        Internal indices of the ``I_t`` distinct items of the latest chunk.
+    chunk_item_count_ : ndarray
+        Engagements per item of ``chunk_items_`` in the latest chunk (their popularity).
+    phi_indptr_, phi_item_, phi_count_ : ndarray
+        ``N[i, k, t]`` of the latest chunk as a CSR from interest to positions in
+        ``chunk_items_``.
+    interest_count_ : ndarray of shape (n_interests,)
+        ``N[k, t]`` of the latest chunk.
+    seen_items_ : SeenItems
+        The (user, item) pairs of every log given so far, for ``exclude_seen``.
+    n_sweeps_ : dict
+        Sweeps the sampler ran, per chunk.
+    log_likelihood_ : dict
+        The per-sweep log-likelihood trace of each sampled chunk.
+    n_unassigned_ : dict
+        Engagements per chunk that no interest could be given to (see Notes).
+
+    Notes
+    -----
+    Defaults where the paper leaves a choice:
+
+    - ``I_t`` is the number of distinct items in chunk ``t``; ``phi[k, t]`` uses chunk
+      ``t``'s counts only, while a user's counts carry training and all earlier chunks.
+    - In the sampler a user's counts are the carried counts plus the chunk's other
+      engagements; ``z`` starts uniform over the user's support.
+    - Right after `fit`, ``phi`` comes from the last training chunk with ``z`` the item's
+      interest.
+    - A user with no support yet (not in training) takes, for a chunk, the main interests
+      of the items it engages with there as its support; after the chunk its support is the
+      interests its engagements were given. Engagements of such a user with items that have
+      no interest yet stay unassigned: they count in ``I_t`` and in popularity but not in
+      ``phi``.
+    - `recommend` scores only items of the latest chunk. Items outside the user's interests
+      all have the same model score, so ties and the slots that the user's interests cannot
+      fill are given by the latest chunk's popularity, scored with the model value of an
+      item outside those interests. A user never seen gets the latest chunk's popularity
+      ranking, scored by its share of the chunk's engagements. Fewer than ``m`` items in
+      the chunk: the rest is padded with -1 and -inf.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro import MiCRO
+    >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
+    >>> model = MiCRO(random_state=0).fit(
+    ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+    >>> model = model.partial_fit(np.array([[0, 20, 1], [1, 21, 1], [2, 20, 1]]))
+    >>> items, scores = model.recommend([0, 1], m=2)
+    >>> items
+    array([[20, 21],
+           [21, 20]])
+    """
+
+    _parameter_constraints: dict = {
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "beta": [Interval(Real, 0, None, closed="neither")],
+        "max_sweeps": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, alpha=1.0, *, beta=0.01, max_sweeps=100, tol=1e-3, random_state=None,
+                 n_jobs=None, verbose=0):
+        self.alpha = alpha
+        self.beta = beta
+        self.max_sweeps = max_sweeps
+        self.tol = tol
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ fit
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, *, item_interest=None):
+        """Initialize from the interests of the training items.
+
+        Parameters
+        ----------
+        X : EmbeddedLog or engagement log
+            In a Pipeline, the `EmbeddedLog` that `SphericalKMeans` hands on, which carries
+            each training item's interest. A plain log (DataFrame with ``user``, ``item``,
+            ``chunk`` or an int array (n, 3)) needs ``item_interest``.
+        y : None
+            Ignored.
+        item_interest : tuple (item_ids, interests), optional
+            The interest of each training item, for a plain log.
+
+        Returns
+        -------
+        self : MiCRO
+        """
+        log, vocab, interest = self._training_interests(X, item_interest)
+        K = int(interest.max()) + 1
+        user_ids = Vocabulary.from_ids(log.user)
+        item_ids = Vocabulary.from_ids(log.item)
+        u = user_ids.lookup(log.user)
+        i = item_ids.lookup(log.item)
+        k_item = np.full(len(item_ids), -1, np.int64)
+        pos = vocab.lookup(item_ids.ids)
+        known = pos >= 0
+        k_item[known] = interest[pos[known]]
+        if not known.all():
+            missing = item_ids.ids[~known][:5]
+            raise ValueError(
+                f"every training item needs an interest; {int((~known).sum())} have none, "
+                f"e.g. {missing.tolist()}."
+            )
+        z = k_item[i]
+        indptr, sup_k, sup_cnt = _counts_csr(u, z, len(user_ids), K)
+
+        self.random_state_ = check_random_state(self.random_state)
+        self.user_ids_ = user_ids
+        self.item_ids_ = item_ids
+        self.n_interests_ = K
+        self.support_indptr_ = indptr
+        self.support_interest_ = sup_k
+        self.support_count_ = sup_cnt
+        self.item_interest_ = k_item
+        self.seen_items_ = SeenItems().add(u, i)
+        last = int(log.chunk.max())
+        rows = log.chunk == last
+        self._set_chunk(last, i[rows], z[rows], np.ones(int(rows.sum()), bool))
+        self.n_sweeps_ = {}
+        self.log_likelihood_ = {}
+        self.n_unassigned_ = {}
+        return self
+
+    def _training_interests(self, X, item_interest):
+        if isinstance(X, EmbeddedLog):
+            if X.item_interest is None:
+                raise ValueError(
+                    "MiCRO needs the interest of each training item: put SphericalKMeans "
+                    "between GraphEmbedder and MiCRO, or pass item_interest."
+                )
+            return check_log(X), X.item_ids, np.asarray(X.item_interest, np.int64)
+        log = check_log(X)
+        if item_interest is None:
+            raise ValueError(
+                "MiCRO.fit on a plain engagement log needs item_interest=(item_ids, "
+                "interests); in a Pipeline, SphericalKMeans provides it."
+            )
+        try:
+            ids, labels = item_interest
+        except (TypeError, ValueError):
+            raise ValueError(
+                "item_interest must be a pair (item_ids, interests) of equal length; got "
+                f"{type(item_interest).__name__}."
+            ) from None
+        ids = np.asarray(ids)
+        labels = np.asarray(labels)
+        if ids.shape != labels.shape or ids.ndim != 1:
+            raise ValueError(
+                "item_interest must be a pair (item_ids, interests) of equal length; got "
+                f"shapes {ids.shape} and {labels.shape}."
+            )
+        if labels.dtype.kind not in "iu" or (labels.size and labels.min() < 0):
+            raise ValueError(
+                "item_interest: interests must be non-negative integers; got "
+                f"dtype {labels.dtype}" + (f", min {labels.min()}." if labels.size else ".")
+            )
+        vocab = Vocabulary(ids)
+        return log, vocab, labels.astype(np.int64)
+
+    def _set_chunk(self, chunk, items, z, assigned):
+        """Make ``chunk`` the latest: ``phi`` from its engagements (item index, interest)."""
+        chunk_items, local = np.unique(items, return_inverse=True)
+        K = self.n_interests_
+        self.latest_chunk_ = int(chunk)
+        self.chunk_items_ = chunk_items
+        self.chunk_item_count_ = np.bincount(local, minlength=chunk_items.shape[0]).astype(
+            np.float64)
+        self.phi_indptr_, self.phi_item_, self.phi_count_ = _counts_csr(
+            z[assigned], local[assigned], K, chunk_items.shape[0])
+        self.interest_count_ = np.bincount(z[assigned], minlength=K).astype(np.float64)
+
+    # ---------------------------------------------------------- partial_fit
+
+    def partial_fit(self, X, y=None):
+        """Run the Gibbs sampler on the engagements of one or more new chunks, in order.
+
+        Items never seen before are welcome. Every chunk must be newer than the latest chunk
+        seen so far. The call is all or nothing: if it fails, the model is left as it was.
+
+        Parameters
+        ----------
+        X : engagement log or EmbeddedLog
+            The engagements (``user``, ``item``, ``chunk``) of the new chunk(s).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : MiCRO
+        """
+        check_is_fitted(self, "support_indptr_", msg=(
+            "MiCRO.partial_fit needs a fitted model: call fit on the training log (or the "
+            "Pipeline) first."))
+        self._validate_params()
+        log = check_log(X)
+        first = int(log.chunk.min())
+        if first <= self.latest_chunk_:
+            raise ValueError(
+                f"partial_fit takes chunks newer than the latest chunk {self.latest_chunk_}; "
+                f"got chunk {first}."
+            )
+        snapshot = self.__dict__.copy()
+        rng_state = self.random_state_.get_state()
+        try:
+            for chunk, rows in iter_chunks(log.chunk):
+                self._sample_chunk(chunk, log.take(rows))
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            self.random_state_.set_state(rng_state)
+            raise
+        return self
+
+    def _sample_chunk(self, chunk: int, log: EngagementLog) -> None:
+        """Sample one chunk and move the model's state to it (attributes are replaced, never
+        modified in place, so a snapshot of ``__dict__`` restores the previous state)."""
+        K = self.n_interests_
+        user_ids, u = self.user_ids_.extend(log.user, name="users")
+        item_ids, i = self.item_ids_.extend(log.item, name="items")
+        n_users_old = len(self.user_ids_)
+        item_interest = np.concatenate(
+            [self.item_interest_, np.full(len(item_ids) - len(self.item_ids_), -1)])
+
+        order = np.argsort(u, kind="stable")
+        u, i = u[order], i[order]
+        chunk_users, e_user = np.unique(u, return_inverse=True)
+        n_local = chunk_users.shape[0]
+
+        # supports: carried for users with one, from their items' interests for the others
+        indptr_old = self.support_indptr_
+        has_support = np.zeros(n_local, bool)
+        old = chunk_users < n_users_old
+        has_support[old] = np.diff(indptr_old)[chunk_users[old]] > 0
+        warm_ptr, warm_pos = _csr_rows(indptr_old, np.where(has_support, chunk_users, -1))
+        warm_user = np.repeat(np.arange(n_local), np.diff(warm_ptr))
+        cold_e = ~has_support[e_user] & (item_interest[i] >= 0)
+        cold_ptr, cold_k, _ = _counts_csr(e_user[cold_e], item_interest[i[cold_e]], n_local, K)
+        cold_user = np.repeat(np.arange(n_local), np.diff(cold_ptr))
+        sup_user = np.concatenate([warm_user, cold_user])
+        sup_k = np.concatenate([self.support_interest_[warm_pos], cold_k])
+        carried = np.concatenate([self.support_count_[warm_pos], np.zeros(cold_k.shape[0])])
+        global_pos = np.concatenate([warm_pos, np.full(cold_k.shape[0], -1)])
+        sort = np.argsort(sup_user, kind="stable")
+        sup_user, sup_k, carried, global_pos = (
+            sup_user[sort], sup_k[sort], carried[sort], global_pos[sort])
+        sup_ptr = np.zeros(n_local + 1, np.int64)
+        np.cumsum(np.bincount(sup_user, minlength=n_local), out=sup_ptr[1:])
+        sup_prior = self.alpha + carried
+
+        # engagements that can be given an interest, and their (item, interest) entries
+        size = np.diff(sup_ptr)[e_user]
+        assignable = size > 0
+        ea_user, ea_item, ea_size = e_user[assignable], i[assignable], size[assignable]
+        n_e = ea_user.shape[0]
+        e_off = np.zeros(n_e + 1, np.int64)
+        np.cumsum(ea_size, out=e_off[1:])
+        rep = np.repeat(np.arange(n_e), ea_size)
+        j = np.arange(e_off[-1]) - e_off[rep]
+        entry_k = sup_k[sup_ptr[ea_user[rep]] + j]
+        cand_key, emap = np.unique(ea_item[rep] * K + entry_k, return_inverse=True)
+
+        rng = self.random_state_
+        zpos = (rng.random_sample(n_e) * ea_size).astype(np.int64)
+        sup_cnt = np.bincount(sup_ptr[ea_user] + zpos, minlength=sup_k.shape[0]).astype(
+            np.int64)
+        cand_cnt = np.bincount(emap[e_off[:-1] + zpos], minlength=cand_key.shape[0]).astype(
+            np.int64)
+        interest_cnt = np.bincount(sup_k[sup_ptr[ea_user] + zpos], minlength=K).astype(np.int64)
+        n_items_chunk = np.unique(i).shape[0]
+        beta = float(self.beta)
+        i_beta = n_items_chunk * beta
+
+        sampler.seed(rng.randint(np.iinfo(np.int32).max))
+        trace = []
+        window = 3
+        for _ in range(self.max_sweeps):
+            changed = sampler.gibbs_sweep(ea_user, e_off, emap, sup_ptr, sup_k, sup_prior,
+                                          sup_cnt, cand_cnt, interest_cnt, zpos, beta, i_beta)
+            trace.append(sampler.chunk_log_likelihood(sup_prior, sup_cnt, cand_cnt,
+                                                      interest_cnt, beta, i_beta))
+            if len(trace) >= 2 * window:
+                recent = np.mean(trace[-window:])
+                before = np.mean(trace[-2 * window:-window])
+                if recent - before < self.tol * abs(recent):
+                    break
+        if self.verbose:
+            print(f"[MiCRO] chunk {chunk}: {n_e} engagements, {len(trace)} sweeps, "
+                  f"last sweep changed {changed}, log-likelihood {trace[-1]:.6g}")
+
+        # commit: user counts, supports of users that had none, item interests, phi
+        support_count = self.support_count_.copy()
+        keep_warm = global_pos >= 0
+        support_count[global_pos[keep_warm]] += sup_cnt[keep_warm]
+        new = (global_pos < 0) & (sup_cnt > 0)
+        all_user = np.concatenate([
+            np.repeat(np.arange(len(self.user_ids_)), np.diff(indptr_old)),
+            chunk_users[sup_user[new]]])
+        all_k = np.concatenate([self.support_interest_, sup_k[new]])
+        all_cnt = np.concatenate([support_count, sup_cnt[new].astype(np.float64)])
+        self.support_indptr_, self.support_interest_, self.support_count_ = _counts_csr(
+            all_user, all_k, len(user_ids), K, weights=all_cnt)
+
+        z = sup_k[sup_ptr[ea_user] + zpos]
+        cand_item = cand_key // K
+        cand_k = cand_key % K
+        hit = cand_cnt > 0
+        main = np.lexsort((-cand_cnt[hit], cand_item[hit]))
+        first = np.ones(main.shape[0], bool)
+        first[1:] = cand_item[hit][main][1:] != cand_item[hit][main][:-1]
+        item_interest = item_interest.copy()
+        item_interest[cand_item[hit][main][first]] = cand_k[hit][main][first]
+
+        self.user_ids_ = user_ids
+        self.item_ids_ = item_ids
+        self.item_interest_ = item_interest
+        self.seen_items_ = self.seen_items_.add(u, i)
+        all_z = np.full(i.shape[0], -1, np.int64)
+        all_z[assignable] = z
+        self._set_chunk(chunk, i, all_z, assignable)
+        self.n_sweeps_ = {**self.n_sweeps_, chunk: len(trace)}
+        self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
+        self.n_unassigned_ = {**self.n_unassigned_, chunk: int((~assignable).sum())}
+
+    # ------------------------------------------------------------ retrieval
+
+    def _theta(self, user_index: np.ndarray):
+        """CSR (indptr, interests, theta) of the users' mixtures; empty rows for unknown."""
+        indptr, pos = _csr_rows(self.support_indptr_, user_index)
+        k = self.support_interest_[pos]
+        weight = self.alpha + self.support_count_[pos]
+        row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
+        sums = np.bincount(row, weights=weight, minlength=user_index.shape[0])
+        return indptr, k, weight / sums[row]
+
+    def _recommend(self, user_index, m, seen):
+        indptr, k, theta = self._theta(user_index)
+        denom = float(self.beta) * self.chunk_items_.shape[0] + self.interest_count_[k]
+        weight = theta / denom
+        row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
+        base = np.bincount(row, weights=weight * self.beta, minlength=user_index.shape[0])
+        if seen is None:
+            seen = (np.zeros(user_index.shape[0] + 1, np.int64), np.empty(0, np.int64))
+        items, scores, n_filled = mixture_topm(
+            indptr, k, weight, base, self.phi_indptr_, self.phi_item_, self.phi_count_,
+            self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m)
+        pop = np.lexsort((self.chunk_items_, -self.chunk_item_count_))
+        pop_order = self.chunk_items_[pop]
+        unseen = np.diff(indptr) == 0
+        share = self.chunk_item_count_[pop] / self.chunk_item_count_.sum()
+        for rows, pop_score in ((~unseen, np.zeros_like(share)), (unseen, share)):
+            if rows.any():
+                sub_i, sub_s = items[rows], scores[rows]
+                sub_seen = _subset_csr(seen, rows)
+                fill_remainder(sub_i, sub_s, n_filled[rows], pop_order, pop_score, base[rows],
+                               sub_seen[0], sub_seen[1], len(self.item_ids_))
+                items[rows], scores[rows] = sub_i, sub_s
+        return items, scores
+
+    # ---------------------------------------------------------- mixtures
+
+    def user_interests(self, users) -> sp.csr_matrix:
+        """Each user's interest mixture ``theta_u`` as a sparse (n_users, K) matrix.
+
+        Users never seen, or seen only with items of no interest, get an empty row.
+        """
+        check_is_fitted(self, "support_indptr_")
+        index = self.user_ids_.lookup(np.atleast_1d(np.asarray(users)), name="users")
+        indptr, k, theta = self._theta(index)
+        return sp.csr_matrix((theta, k, indptr), shape=(index.shape[0], self.n_interests_))
+
+    def item_interests(self, items) -> sp.csr_matrix:
+        """Each item's mixture over interests in the latest chunk, as a sparse (n, K) matrix.
+
+        Row ``r`` is ``N[i, k, t] / sum_k N[i, k, t]`` for the latest chunk ``t`` (new items
+        included); items with no engagement given an interest in that chunk get an empty
+        row.
+        """
+        check_is_fitted(self, "support_indptr_")
+        index = self.item_ids_.lookup(np.atleast_1d(np.asarray(items)), name="items")
+        K = self.n_interests_
+        k = np.repeat(np.arange(K), np.diff(self.phi_indptr_))
+        by_item = sp.csr_matrix(
+            (self.phi_count_, (self.phi_item_, k)), shape=(self.chunk_items_.shape[0], K))
+        local = np.searchsorted(self.chunk_items_, index)
+        local = np.minimum(local, max(self.chunk_items_.shape[0] - 1, 0))
+        present = (index >= 0) & (self.chunk_items_[local] == index)
+        select = sp.csr_matrix(
+            (np.ones(int(present.sum())), (np.flatnonzero(present), local[present])),
+            shape=(index.shape[0], self.chunk_items_.shape[0]))
+        out = (select @ by_item).tocsr()
+        sums = np.asarray(out.sum(axis=1)).ravel()
+        scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
+        return sp.csr_matrix(sp.diags(scale) @ out)
+
+
+def _subset_csr(csr, rows: np.ndarray):
+    indptr, values = csr
+    index = np.flatnonzero(rows)
+    new_ptr, pos = _csr_rows(indptr, index)
+    return new_ptr, values[pos]
