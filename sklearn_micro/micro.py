@@ -42,6 +42,45 @@ def _csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     return out, pos
 
 
+def chunk_counts(e_user, e_item, sup_ptr, sup_k, n_interests, zpos):
+    """The sampler's layout and counts of one chunk for assignments ``zpos``.
+
+    Parameters
+    ----------
+    e_user, e_item : ndarray of shape (n_engagements,)
+        Local user (row of the support CSR) and item of each engagement.
+    sup_ptr, sup_k : ndarray
+        The chunk users' supports as a CSR of interests.
+    n_interests : int
+    zpos : ndarray of shape (n_engagements,)
+        Each engagement's interest, as a position in its user's support.
+
+    Returns
+    -------
+    e_off, emap, cand_key : ndarray
+        ``emap[e_off[e] + j]`` is the (item, interest) entry of the j-th support interest of
+        engagement ``e``; entry ``c`` is item ``cand_key[c] // K``, interest
+        ``cand_key[c] % K``.
+    sup_cnt, cand_cnt, interest_cnt : ndarray
+        ``N[u, k]`` of the chunk aligned with the supports, ``N[i, k, t]`` aligned with the
+        entries, and ``N[k, t]``.
+    """
+    K = n_interests
+    size = sup_ptr[e_user + 1] - sup_ptr[e_user]
+    e_off = np.zeros(e_user.shape[0] + 1, np.int64)
+    np.cumsum(size, out=e_off[1:])
+    rep = np.repeat(np.arange(e_user.shape[0]), size)
+    j = np.arange(e_off[-1]) - e_off[rep]
+    entry_k = sup_k[sup_ptr[e_user[rep]] + j]
+    cand_key, emap = np.unique(e_item[rep] * K + entry_k, return_inverse=True)
+    sup_pos = sup_ptr[e_user] + zpos
+    sup_cnt = np.bincount(sup_pos, minlength=sup_k.shape[0]).astype(np.int64)
+    cand_cnt = np.bincount(emap[e_off[:-1] + zpos], minlength=cand_key.shape[0]).astype(
+        np.int64)
+    interest_cnt = np.bincount(sup_k[sup_pos], minlength=K).astype(np.int64)
+    return e_off, emap.astype(np.int64), cand_key, sup_cnt, cand_cnt, interest_cnt
+
+
 class MiCRO(RecommenderMixin, BaseEstimator):
     """Multi-interest candidate retrieval that adapts online to new items and trends.
 
@@ -353,21 +392,11 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         size = np.diff(sup_ptr)[e_user]
         assignable = size > 0
         ea_user, ea_item, ea_size = e_user[assignable], i[assignable], size[assignable]
-        n_e = ea_user.shape[0]
-        e_off = np.zeros(n_e + 1, np.int64)
-        np.cumsum(ea_size, out=e_off[1:])
-        rep = np.repeat(np.arange(n_e), ea_size)
-        j = np.arange(e_off[-1]) - e_off[rep]
-        entry_k = sup_k[sup_ptr[ea_user[rep]] + j]
-        cand_key, emap = np.unique(ea_item[rep] * K + entry_k, return_inverse=True)
-
         rng = self.random_state_
-        zpos = (rng.random_sample(n_e) * ea_size).astype(np.int64)
-        sup_cnt = np.bincount(sup_ptr[ea_user] + zpos, minlength=sup_k.shape[0]).astype(
-            np.int64)
-        cand_cnt = np.bincount(emap[e_off[:-1] + zpos], minlength=cand_key.shape[0]).astype(
-            np.int64)
-        interest_cnt = np.bincount(sup_k[sup_ptr[ea_user] + zpos], minlength=K).astype(np.int64)
+        zpos = (rng.random_sample(ea_user.shape[0]) * ea_size).astype(np.int64)
+        e_off, emap, cand_key, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
+            ea_user, ea_item, sup_ptr, sup_k, K, zpos)
+        n_e = ea_user.shape[0]
         n_items_chunk = np.unique(i).shape[0]
         beta = float(self.beta)
         i_beta = n_items_chunk * beta

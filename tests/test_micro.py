@@ -1,0 +1,280 @@
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sklearn_micro import MiCRO
+from sklearn_micro._kernels import sampler
+from sklearn_micro.micro import chunk_counts
+
+TRAIN = np.array([
+    [0, 10, 0], [0, 11, 0], [0, 12, 1],
+    [1, 12, 0], [1, 13, 1], [1, 13, 1],
+    [2, 10, 1], [2, 13, 1],
+])
+INTERESTS = ([10, 11, 12, 13], [0, 0, 1, 1])
+CHUNK = np.array([[0, 20, 2], [0, 10, 2], [1, 21, 2], [1, 13, 2], [2, 20, 2], [2, 21, 2],
+                  [3, 10, 2]])
+
+
+def fitted(**params):
+    params.setdefault("random_state", 0)
+    return MiCRO(**params).fit(TRAIN, item_interest=INTERESTS)
+
+
+def _canonical(value):
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, dict):
+        return tuple((k, _canonical(v)) for k, v in sorted(value.items()))
+    if isinstance(value, (tuple, list)):
+        return tuple(_canonical(v) for v in value)
+    if isinstance(value, np.random.RandomState):
+        return _canonical(value.get_state())
+    if hasattr(value, "__dict__"):
+        return _canonical(vars(value))
+    return value
+
+
+def state(model):
+    """Everything the model holds, comparable with ==."""
+    return _canonical(vars(model))
+
+
+def test_fit_counts_follow_item_interests():
+    model = fitted()
+    theta = model.user_interests([0, 1, 2]).toarray()
+    # user 0: items 10, 11 (interest 0) and 12 (interest 1); alpha = 1 on each
+    np.testing.assert_allclose(theta[0], [(1 + 2) / 5, (1 + 1) / 5])
+    np.testing.assert_allclose(theta[1], [0, 1])
+    assert model.latest_chunk_ == 1
+    # phi after fit comes from the last training chunk with z = the item's interest
+    assert model.interest_count_.tolist() == [1, 4]
+    assert sorted(model.item_ids_.ids[model.chunk_items_].tolist()) == [10, 12, 13]
+
+
+def test_fit_in_a_pipeline_needs_interests():
+    from sklearn_micro import EmbeddedLog, Vocabulary, check_log
+    log = EmbeddedLog(log=check_log(TRAIN),
+                      user_ids=Vocabulary.from_ids(TRAIN[:, 0]),
+                      item_ids=Vocabulary.from_ids(TRAIN[:, 1]),
+                      user_vectors=np.ones((3, 2)), item_vectors=np.ones((4, 2)))
+    with pytest.raises(ValueError, match="SphericalKMeans"):
+        MiCRO().fit(log)
+    model = MiCRO(random_state=0).fit(log.with_interests([0, 0, 1, 1]))
+    np.testing.assert_array_equal(model.recommend([0], 2)[0], fitted().recommend([0], 2)[0])
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"alpha": 0}, "alpha"), ({"beta": -1.0}, "beta"), ({"max_sweeps": 0}, "max_sweeps"),
+])
+def test_bad_parameters_are_named(params, message):
+    with pytest.raises(ValueError, match=message):
+        MiCRO(**params).fit(TRAIN, item_interest=INTERESTS)
+
+
+def test_fit_refuses_items_without_interest_and_bad_pairs():
+    with pytest.raises(ValueError, match="needs item_interest"):
+        MiCRO().fit(TRAIN)
+    with pytest.raises(ValueError, match="every training item needs an interest"):
+        MiCRO().fit(TRAIN, item_interest=([10, 11], [0, 1]))
+    with pytest.raises(ValueError, match="non-negative"):
+        MiCRO().fit(TRAIN, item_interest=([10, 11, 12, 13], [0, -1, 1, 1]))
+
+
+def test_partial_fit_takes_new_items_and_users():
+    model = fitted().partial_fit(CHUNK)
+    assert model.latest_chunk_ == 2
+    assert model.n_sweeps_[2] >= 1
+    # 7 engagements, user 3 is new but engages training item 10 (interest 0)
+    assert model.phi_count_.sum() == 7
+    assert model.n_unassigned_[2] == 0
+    np.testing.assert_allclose(model.user_interests([3]).toarray(), [[1.0, 0.0]])
+    mix = model.item_interests([20, 21, 99]).toarray()
+    np.testing.assert_allclose(mix[:2].sum(axis=1), 1.0)
+    assert mix[2].sum() == 0
+    # counts carry: training + this chunk's engagements
+    assert model.support_count_.sum() == len(TRAIN) + len(CHUNK)
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    (np.array([[0, 10, 1]]), ValueError, "newer than the latest chunk 2; got chunk 1"),
+    (np.array([[0, 10, 5], [1, 10, 0]]), ValueError, "got chunk 0"),
+    (np.empty((0, 3), np.int64), ValueError, "empty"),
+    (np.array([[0.5, 10, 3]]), ValueError, "integer"),
+    (np.array([[np.nan, 10, 3]]), ValueError, "NaN"),
+    (np.array([[1, 2]]), ValueError, r"shape \(n, 3\)"),
+    ("log.csv", TypeError, "DataFrame"),
+])
+def test_partial_fit_refuses_bad_input_and_keeps_state(bad, error, message):
+    model = fitted().partial_fit(CHUNK)
+    before = state(model)
+    with pytest.raises(error, match=message):
+        model.partial_fit(bad)
+    assert state(model) == before
+
+
+def test_partial_fit_is_all_or_nothing_over_several_chunks():
+    pd = pytest.importorskip("pandas")
+    model = fitted()
+    before = state(model)
+    # the second chunk has string ids, refused after the first chunk was sampled
+    frame = pd.DataFrame({"user": [0, 1], "item": [10, 13], "chunk": [2, 3]})
+    good = fitted().partial_fit(frame)
+    assert good.latest_chunk_ == 3 and set(good.n_sweeps_) == {2, 3}
+    mixed = pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "chunk": [2, 3]})
+    with pytest.raises(ValueError, match="int64 ids"):
+        model.partial_fit(mixed)
+    assert state(model) == before
+
+
+def test_partial_fit_before_fit():
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError, match="call fit"):
+        MiCRO().partial_fit(CHUNK)
+
+
+def test_recommend_answers_and_edges():
+    model = fitted().partial_fit(CHUNK)
+    items, scores = model.recommend([0, 1, 2, 3, 99], m=6)
+    assert items.shape == scores.shape == (5, 6)
+    n_chunk_items = 4  # 20, 10, 21, 13
+    assert (items[:, n_chunk_items:] == -1).all()
+    assert np.isneginf(scores[:, n_chunk_items:]).all()
+    # p_t(.|u) is a distribution over the chunk's items
+    np.testing.assert_allclose(scores[:, :n_chunk_items].sum(axis=1), 1.0)
+    # the unseen user 99 gets the chunk's popularity, scored by share
+    np.testing.assert_allclose(scores[4, :n_chunk_items], np.sort([2, 2, 2, 1])[::-1] / 7)
+    seen_items, _ = model.recommend([0], m=4, exclude_seen=True)
+    assert not {10, 20} & set(seen_items[0].tolist())
+    assert set(seen_items[0].tolist()) == {21, 13, -1}
+
+
+def test_recommend_validates_m_and_users():
+    model = fitted()
+    with pytest.raises(ValueError, match="m must be an integer >= 1; got 0"):
+        model.recommend([0], m=0)
+    with pytest.raises(ValueError, match="1-D"):
+        model.recommend([[0]], m=1)
+    with pytest.raises(ValueError, match="int64 ids"):
+        model.recommend(["a"], m=1)
+    items, scores = model.recommend([], m=3)
+    assert items.shape == (0, 3)
+
+
+def test_string_ids():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(TRAIN, columns=["user", "item", "chunk"]).astype(
+        {"user": str, "item": str})
+    model = MiCRO(random_state=0).fit(frame, item_interest=(["10", "11", "12", "13"],
+                                                            [0, 0, 1, 1]))
+    chunk = pd.DataFrame(CHUNK, columns=["user", "item", "chunk"]).astype(
+        {"user": str, "item": str})
+    model.partial_fit(chunk)
+    items, _ = model.recommend(["0", "zz"], m=5)
+    assert items.dtype.kind == "U"
+    assert items[0, -1] == ""
+    ref = fitted().partial_fit(CHUNK).recommend([0, 99], m=5)[0]
+    np.testing.assert_array_equal(items, np.where(ref == -1, "", ref.astype(str)))
+
+
+def test_pickle_round_trip_and_seeded_determinism():
+    model = fitted().partial_fit(CHUNK)
+    clone = pickle.loads(pickle.dumps(model))
+    for a, b in zip(model.recommend([0, 1, 2, 3], 4), clone.recommend([0, 1, 2, 3], 4)):
+        np.testing.assert_array_equal(a, b)
+    nxt = np.array([[0, 30, 3], [1, 30, 3], [1, 21, 3]])
+    model.partial_fit(nxt)
+    clone.partial_fit(nxt)
+    assert state(model) == state(clone)
+
+
+# ------------------------------------------------------------------ properties
+
+@st.composite
+def chunks(draw):
+    n_interests = draw(st.integers(1, 6))
+    n_users = draw(st.integers(1, 8))
+    n_items = draw(st.integers(1, 10))
+    supports = [sorted(draw(st.sets(st.integers(0, n_interests - 1), min_size=1,
+                                    max_size=n_interests))) for _ in range(n_users)]
+    n_e = draw(st.integers(1, 40))
+    users = np.array(draw(st.lists(st.integers(0, n_users - 1), min_size=n_e, max_size=n_e)))
+    items = np.array(draw(st.lists(st.integers(0, n_items - 1), min_size=n_e, max_size=n_e)))
+    seed = draw(st.integers(0, 2**31 - 1))
+    return n_interests, supports, np.sort(users), items, seed
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunks())
+def test_counts_equal_a_recount_after_every_sweep(case):
+    K, supports, users, items, seed = case
+    sup_ptr = np.concatenate([[0], np.cumsum([len(s) for s in supports])]).astype(np.int64)
+    sup_k = np.concatenate(supports).astype(np.int64)
+    prior = np.full(sup_k.shape[0], 0.5) + np.arange(sup_k.shape[0]) % 3
+    rng = np.random.default_rng(seed)
+    size = sup_ptr[users + 1] - sup_ptr[users]
+    zpos = (rng.random(users.shape[0]) * size).astype(np.int64)
+    e_off, emap, cand_key, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
+        users, items, sup_ptr, sup_k, K, zpos)
+    sampler.seed(seed)
+    for _ in range(3):
+        sampler.gibbs_sweep(users, e_off, emap, sup_ptr, sup_k, prior, sup_cnt, cand_cnt,
+                            interest_cnt, zpos, 0.1, 0.1 * len(set(items.tolist())))
+        assert ((zpos >= 0) & (zpos < size)).all()
+        recount = chunk_counts(users, items, sup_ptr, sup_k, K, zpos)
+        np.testing.assert_array_equal(recount[3], sup_cnt)
+        np.testing.assert_array_equal(recount[4], cand_cnt)
+        np.testing.assert_array_equal(recount[5], interest_cnt)
+        assert sup_cnt.sum() == cand_cnt.sum() == interest_cnt.sum() == users.shape[0]
+
+
+@st.composite
+def logs(draw):
+    n = draw(st.integers(4, 40))
+    users = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    items = draw(st.lists(st.integers(0, 12), min_size=n, max_size=n))
+    chunk = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    n_interests = draw(st.integers(1, 4))
+    seed = draw(st.integers(0, 1000))
+    return np.column_stack([users, items, chunk]), n_interests, seed
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.integers(1, 15))
+def test_recommend_properties(case, m):
+    log, K, seed = case
+    train = log[log[:, 2] <= 1]
+    test = log[log[:, 2] > 1]
+    if len(train) == 0:
+        train, test = log, log[:0]
+    train_items = np.unique(train[:, 1])
+    model = MiCRO(random_state=seed).fit(
+        train, item_interest=(train_items, train_items % K))
+    if len(test):
+        model.partial_fit(test)
+    theta = model.user_interests(np.arange(8))
+    sums = np.asarray(theta.sum(axis=1)).ravel()
+    assert np.allclose(sums[sums > 0], 1.0)
+    mix = model.item_interests(np.arange(14))
+    item_sums = np.asarray(mix.sum(axis=1)).ravel()
+    assert np.allclose(item_sums[item_sums > 0], 1.0)
+
+    users = np.arange(8)
+    for exclude in (False, True):
+        items, scores = model.recommend(users, m, exclude_seen=exclude)
+        for r in range(len(users)):
+            valid = items[r] >= 0
+            assert valid.tolist() == sorted(valid.tolist(), reverse=True)
+            assert len(set(items[r][valid].tolist())) == valid.sum()
+            assert (np.diff(scores[r][valid]) <= 1e-15).all()
+            assert np.isneginf(scores[r][~valid]).all()
+            one_items, one_scores = model.recommend(users[r:r + 1], m, exclude_seen=exclude)
+            np.testing.assert_array_equal(one_items[0], items[r])
+            np.testing.assert_array_equal(one_scores[0], scores[r])
+    n_chunk = model.chunk_items_.shape[0]
+    items, scores = model.recommend(users, n_chunk)
+    np.testing.assert_allclose(scores.sum(axis=1), 1.0)
+    assert set(items[0].tolist()) == set(model.item_ids_.ids[model.chunk_items_].tolist())
