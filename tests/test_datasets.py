@@ -1,0 +1,417 @@
+"""Readers, loaders and the synthetic generator of sklearn_micro.datasets."""
+
+import gzip
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sklearn_micro._log import EngagementLog, check_log
+from sklearn_micro.datasets import (
+    data_home,
+    iter_engagements,
+    iter_log_chunks,
+    load_higgs,
+    load_movielens,
+    make_engagements,
+    read_log,
+    read_twitter_fave,
+    read_twitter_follow,
+)
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pd = pytest.importorskip("pandas")
+
+FAVE_HEADER = "user_index, tweet_index, time_chunk"
+FOLLOW_HEADER = "user_index, author_index, time_chunk"
+# 64-bit ids, as the paper's files have; sorted by chunk, as they are
+USERS = np.array([3, 1, 3, 2**40, 7, 1, 3], dtype=np.int64)
+ITEMS = np.array([10, 11, 2**62, 10, 12, 13, 14], dtype=np.int64)
+CHUNKS = np.array([1, 1, 1, 2, 4, 4, 192], dtype=np.int64)
+
+
+def _csv_text(header, users=USERS, items=ITEMS, chunks=CHUNKS):
+    rows = (f"{u}, {i}, {c}" for u, i, c in zip(users, items, chunks, strict=True))
+    return header + "\n" + "\n".join(rows) + "\n"
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _zip(path, text, member="data.csv"):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(member, text)
+    return path
+
+
+def _assert_log(log, users=USERS, items=ITEMS, chunks=CHUNKS):
+    assert isinstance(log, EngagementLog)
+    for got, want in ((log.user, users), (log.item, items), (log.chunk, chunks)):
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+
+
+# --------------------------------------------------------------------------------------------
+# Readers
+# --------------------------------------------------------------------------------------------
+
+
+def test_read_twitter_fave_csv_with_spaces_after_commas(tmp_path):
+    path = _write(tmp_path / "fave.csv", _csv_text(FAVE_HEADER))
+    _assert_log(read_twitter_fave(path))
+    check_log(read_twitter_fave(path))
+
+
+def test_read_twitter_follow_zipped_csv(tmp_path):
+    path = _zip(tmp_path / "follow.zip", _csv_text(FOLLOW_HEADER))
+    _assert_log(read_twitter_follow(path))
+    _assert_log(read_twitter_follow(str(path), batch_rows=2))
+
+
+def test_read_gzipped_csv_and_plain_header(tmp_path):
+    path = tmp_path / "log.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(_csv_text("u,i,c"))
+    _assert_log(read_log(path, user="u", item="i", chunk="c"))
+
+
+@pytest.mark.parametrize("reader, item", [(read_twitter_fave, "tweet_index"),
+                                          (read_twitter_follow, "author_index")])
+def test_read_parquet_in_batches(tmp_path, reader, item):
+    path = tmp_path / "log.parquet"
+    pq.write_table(
+        pa.table({"user_index": USERS, item: ITEMS, "time_chunk": CHUNKS.astype(np.int32)}),
+        path, row_group_size=3,
+    )
+    _assert_log(reader(path, batch_rows=2))
+
+
+def test_read_log_as_frame(tmp_path):
+    path = _write(tmp_path / "fave.csv", _csv_text(FAVE_HEADER))
+    frame = read_twitter_fave(path, as_frame=True)
+    assert list(frame.columns) == ["user", "item", "chunk"]
+    assert all(str(t) == "int64" for t in frame.dtypes)
+    np.testing.assert_array_equal(frame["item"].to_numpy(), ITEMS)
+    _assert_log(check_log(frame))
+
+
+def test_read_log_multi_batch_matches_single_batch(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 3000
+    users, items = rng.integers(0, 2**50, n), rng.integers(0, 100, n)
+    chunks = np.sort(rng.integers(0, 30, n))
+    path = _write(tmp_path / "big.csv", _csv_text("user,item,chunk", users, items, chunks))
+    _assert_log(read_log(path, batch_rows=50), users, items, chunks)
+
+
+@pytest.mark.parametrize(
+    "bad_line, shown",
+    [
+        ("5, abc, 9", "'abc'"),
+        ("5, NaN, 9", "'NaN'"),
+        ("5, 6.5, 9", "'6.5'"),
+        ("5, , 9", "missing"),
+        ("5, 6", "2 fields"),
+        ("5, 99999999999999999999, 9", "int64"),
+    ],
+)
+@pytest.mark.parametrize("batch_rows", [1_000_000, 7])
+def test_bad_row_names_file_line_and_value(tmp_path, bad_line, shown, batch_rows):
+    good = "".join(f"{j}, {j + 100}, {j // 10}\n" for j in range(60))
+    # header is line 1, 60 good rows, a blank line (skipped, but counted), then the bad one
+    text = FAVE_HEADER + "\n" + good + "\n" + bad_line + "\n1, 2, 9\n"
+    for path in (_write(tmp_path / "fave.csv", text), _zip(tmp_path / "fave.zip", text)):
+        with pytest.raises(ValueError, match=r"line 63\b") as info:
+            read_twitter_fave(path, batch_rows=batch_rows)
+        assert path.name in str(info.value)
+        assert shown in str(info.value)
+
+
+def test_bad_row_in_parquet_names_row(tmp_path):
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"user": [1, 2, None], "item": [1, 2, 3], "chunk": [0, 0, 1]}),
+                   path)
+    with pytest.raises(ValueError, match=r"bad.parquet'?, row 3: column 'user' is missing"):
+        read_log(path)
+
+
+def test_parquet_float_and_string_ids(tmp_path):
+    path = tmp_path / "mixed.parquet"
+    pq.write_table(pa.table({"user": [1.0, 2.0], "item": [" 7", "8"], "chunk": [0, 1]}), path)
+    _assert_log(read_log(path), [1, 2], [7, 8], [0, 1])
+    pq.write_table(pa.table({"user": [1.5, 2.0], "item": [7, 8], "chunk": [0, 1]}), path)
+    with pytest.raises(ValueError, match=r"row 1: column 'user' is not an integer"):
+        read_log(path)
+
+
+def test_missing_column_lists_columns(tmp_path):
+    path = _write(tmp_path / "log.csv", "user, product, chunk\n1, 2, 3\n")
+    with pytest.raises(ValueError, match=r"no column 'item'.*\['user', 'product', 'chunk'\]"):
+        read_log(path)
+    parquet = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"user": [1], "product": [2], "chunk": [3]}), parquet)
+    with pytest.raises(ValueError, match=r"no column 'item'.*\['user', 'product', 'chunk'\]"):
+        read_log(parquet)
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "absent.csv"
+    with pytest.raises(FileNotFoundError, match="absent.csv"):
+        read_log(path)
+    with pytest.raises(FileNotFoundError, match="absent.csv"):
+        iter_log_chunks(path)
+
+
+def test_time_to_chunks_keeps_empty_periods(tmp_path):
+    # hours 0, 0, 3 and 5 after the first timestamp: chunks 1, 2 and 4 are empty
+    t0 = 1_341_100_972
+    times = [t0 + 3 * 3600 + 5, t0, t0 + 59, t0 + 5 * 3600]
+    text = "who,what,when\n" + "".join(f"{j},{j},{t}\n" for j, t in enumerate(times))
+    path = _write(tmp_path / "log.csv", text)
+    log = read_log(path, user="who", item="what", time="when", chunk_length=3600)
+    np.testing.assert_array_equal(log.chunk, [3, 0, 0, 5])
+    log = read_log(path, user="who", item="what", time="when", chunk_length=1800.0,
+                   origin=t0 - 1800)
+    np.testing.assert_array_equal(log.chunk, [7, 1, 1, 11])
+    with pytest.raises(ValueError, match=r"line 3: time 1341100972 is before origin"):
+        read_log(path, user="who", item="what", time="when", chunk_length=60, origin=t0 + 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"chunk": "c", "time": "t", "chunk_length": 1}, "not both"),
+        ({"time": "t"}, "chunk_length must be a positive number"),
+        ({"time": "t", "chunk_length": 0}, "got 0"),
+        ({"chunk_length": 60}, "apply to time= only"),
+        ({"batch_rows": 0}, "batch_rows must be a positive integer; got 0"),
+        ({"sep": ";;"}, "sep must be a single character"),
+    ],
+)
+def test_read_log_parameter_errors(tmp_path, kwargs, match):
+    path = _write(tmp_path / "log.csv", "user,item,c,t\n1,2,3,4\n")
+    with pytest.raises(ValueError, match=match):
+        read_log(path, **kwargs)
+
+
+def test_iter_log_chunks_across_batches(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 500
+    chunks = np.sort(rng.choice([1, 2, 3, 7, 8, 192], n))
+    users, items = rng.integers(0, 40, n), rng.integers(0, 2**60, n)
+    path = _zip(tmp_path / "fave.zip", _csv_text(FAVE_HEADER, users, items, chunks))
+    got = list(iter_log_chunks(path, user="user_index", item="tweet_index",
+                               chunk="time_chunk", batch_rows=13))
+    assert [c for c, _ in got] == [1, 2, 3, 7, 8, 192]
+    for chunk, log in got:
+        rows = chunks == chunk
+        _assert_log(log, users[rows], items[rows], chunks[rows])
+    frames = list(iter_log_chunks(path, user="user_index", item="tweet_index",
+                                  chunk="time_chunk", as_frame=True))
+    assert sum(len(f) for _, f in frames) == n
+
+
+def test_iter_log_chunks_time_origin_is_first_row(tmp_path):
+    text = "user,item,t\n1,1,100\n2,2,150\n3,3,400\n"
+    path = _write(tmp_path / "log.csv", text)
+    got = [(c, log.user.tolist()) for c, log in
+           iter_log_chunks(path, time="t", chunk_length=100)]
+    assert got == [(0, [1, 2]), (3, [3])]
+
+
+@pytest.mark.parametrize("batch_rows", [1_000_000, 2])
+def test_iter_log_chunks_refuses_going_back(tmp_path, batch_rows):
+    path = _write(tmp_path / "log.csv", "user,item,chunk\n1,1,0\n1,2,1\n2,3,2\n4,5,1\n")
+    chunks = iter_log_chunks(path, batch_rows=batch_rows)
+    with pytest.raises(ValueError, match=r"line 5: chunk 1 comes after chunk 2"):
+        list(chunks)
+
+
+def test_missing_optional_dependency_names_the_extra(tmp_path, monkeypatch):
+    path = _write(tmp_path / "log.csv", "user,item,chunk\n1,2,3\n")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match=r'pip install "sklearn-micro\[data\]"'):
+        read_log(path)
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match=r'pip install "sklearn-micro\[data\]"'):
+        read_log(path, as_frame=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The generator
+# --------------------------------------------------------------------------------------------
+
+SMALL = dict(n_users=300, n_items=300, n_chunks=12, n_interests=6, n_engagements=4500)
+
+
+@pytest.fixture(scope="module")
+def drawn():
+    return make_engagements(**SMALL, random_state=3, return_truth=True)
+
+
+def _assert_same(a, b):
+    for c in ("user", "item", "chunk"):
+        np.testing.assert_array_equal(getattr(a, c), getattr(b, c))
+
+
+def test_generator_seeded(drawn):
+    log, _ = drawn
+    _assert_same(log, make_engagements(**SMALL, random_state=3))
+    other = make_engagements(**SMALL, random_state=4)
+    assert len(other) != len(log) or not np.array_equal(other.item, log.item)
+
+
+def test_generator_ids_and_degrees(drawn):
+    log, truth = drawn
+    assert all(a.dtype == np.int64 for a in (log.user, log.item, log.chunk))
+    assert np.all(np.diff(log.chunk) >= 0)
+    user_degree = np.bincount(log.user, minlength=SMALL["n_users"])
+    item_degree = np.bincount(log.item, minlength=SMALL["n_items"])
+    assert user_degree.shape[0] == SMALL["n_users"] and item_degree.shape[0] == SMALL["n_items"]
+    assert user_degree.min() >= 1 and user_degree.max() <= 100
+    np.testing.assert_array_equal(user_degree, truth.user_degree)
+    assert item_degree.min() >= 5
+    assert abs(len(log) / SMALL["n_engagements"] - 1) < 0.15
+    # users are active in several chunks
+    chunks_per_user = np.bincount(np.unique(log.user * 100 + log.chunk) // 100)
+    assert np.median(chunks_per_user[user_degree >= 10]) >= 5
+
+
+def test_generator_items_are_ephemeral(drawn):
+    log, truth = drawn
+    life = truth.item_death - truth.item_birth + 1
+    assert life.min() >= 1 and truth.item_death.max() <= SMALL["n_chunks"] - 1
+    early = truth.item_birth < SMALL["n_chunks"] // 2
+    assert 1.8 < life[early].mean() < 3.3  # geometric, mean 2.5
+    # every engagement's item is alive at its chunk, and is engaged first when it is born
+    assert np.all(truth.item_birth[log.item] <= log.chunk)
+    assert np.all(log.chunk <= truth.item_death[log.item])
+    first = np.full(SMALL["n_items"], SMALL["n_chunks"])
+    np.minimum.at(first, log.item, log.chunk)
+    np.testing.assert_array_equal(first, truth.item_birth)
+    np.testing.assert_array_equal(np.sort(truth.item_birth), truth.item_birth)
+
+
+def test_generator_truth_is_the_model(drawn):
+    log, truth = drawn
+    theta = truth.user_interests
+    assert theta.format == "csr" and theta.shape == (SMALL["n_users"], SMALL["n_interests"])
+    np.testing.assert_allclose(np.asarray(theta.sum(axis=1)).ravel(), 1.0)
+    assert set(np.diff(theta.indptr)) <= {1, 2, 3}
+    assert truth.item_interest.min() >= 0 and truth.item_interest.max() < SMALL["n_interests"]
+    # the interest of each engagement's item is in the user's support
+    in_support = np.asarray(theta[log.user, truth.item_interest[log.item]]).ravel() > 0
+    assert in_support.mean() > 0.99
+
+
+def test_iter_engagements_concatenates_to_make_engagements(drawn):
+    log, _ = drawn
+    chunks = list(iter_engagements(**SMALL, random_state=3))
+    assert all(isinstance(c, EngagementLog) and len(np.unique(c.chunk)) == 1 for c in chunks)
+    joined = EngagementLog(*(np.concatenate([getattr(c, f) for c in chunks])
+                             for f in ("user", "item", "chunk")))
+    _assert_same(joined, log)
+
+
+def test_generator_interest_mean_and_generator_seed():
+    log, truth = make_engagements(200, 100, 5, 8, interests_per_user=2.5, item_lifetime=1,
+                                  random_state=np.random.default_rng(0), return_truth=True)
+    # items live one chunk; in the last chunk an interest's latest item may live on to it
+    lived_on = truth.item_death != truth.item_birth
+    assert np.all(truth.item_death[lived_on] == 4) and lived_on.mean() < 0.1
+    assert np.diff(truth.user_interests.indptr).max() <= 8
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_users": 0}, "'n_users' parameter"),
+        ({"beta": 0.0}, "'beta' parameter"),
+        ({"user_degree": (5, 2)}, "user_degree must be a range"),
+        ({"interests_per_user": (4, 2)}, "interests_per_user must be a range"),
+        ({"interests_per_user": (20, 30)}, "at most n_interests=10"),
+        ({"n_engagements": 10**9}, "strictly within user_degree"),
+        ({"n_items": 5000}, "n_items \\* min_item_degree = 25000"),
+    ],
+)
+def test_generator_parameter_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_engagements(**{"random_state": 0, **kwargs})
+    with pytest.raises(ValueError, match=match):
+        iter_engagements(**{"random_state": 0, **kwargs})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n_users=st.integers(60, 400),
+    n_chunks=st.integers(1, 15),
+    n_interests=st.integers(1, 12),
+    lifetime=st.floats(1, 6),
+    min_item_degree=st.integers(1, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_generator_invariants(n_users, n_chunks, n_interests, lifetime, min_item_degree, seed):
+    n_engagements = 15 * n_users
+    n_items = max(1, n_engagements // (3 * min_item_degree))
+    log, truth = make_engagements(
+        n_users, n_items, n_chunks, n_interests, item_lifetime=lifetime,
+        user_degree=(1, 60), n_engagements=n_engagements, min_item_degree=min_item_degree,
+        random_state=seed, return_truth=True,
+    )
+    np.testing.assert_array_equal(np.bincount(log.user, minlength=n_users), truth.user_degree)
+    assert np.bincount(log.item, minlength=n_items).min() >= min_item_degree
+    assert np.bincount(log.item).shape[0] == n_items
+    assert np.all(truth.item_birth[log.item] <= log.chunk)
+    assert np.all(log.chunk <= truth.item_death[log.item])
+    assert log.chunk.min() >= 0 and log.chunk.max() < n_chunks
+
+
+# --------------------------------------------------------------------------------------------
+# The real logs
+# --------------------------------------------------------------------------------------------
+
+needs_data = pytest.mark.skipif(
+    data_home() is None,
+    reason="no data folder: set SKLEARN_MICRO_DATA or put the logs in ../shared/data",
+)
+
+
+@needs_data
+def test_load_higgs():
+    log = load_higgs()
+    assert len(log) == 563_069
+    assert log.chunk.min() == 0 and log.chunk.max() == 167
+    assert np.all(np.diff(log.chunk) >= 0)
+    assert np.unique(log.user).shape[0] == 279_379
+    retweets = load_higgs(data_home(), chunk_hours=6, kinds=("RT",), as_frame=True)
+    assert len(retweets) == 354_930 and retweets["chunk"].max() == 27
+
+
+@needs_data
+def test_load_movielens():
+    log = load_movielens()
+    assert len(log) == 100_836
+    assert np.unique(log.user).shape[0] == 610 and np.unique(log.item).shape[0] == 9_724
+    assert log.chunk.min() == 0 and np.all(np.diff(log.chunk) >= 0)
+    liked = load_movielens(data_home() / "movielens-latest-small", min_rating=4, chunk_days=7)
+    assert 0 < len(liked) < len(log) and liked.chunk.max() > log.chunk.max()
+
+
+def test_loaders_say_where_they_looked(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKLEARN_MICRO_DATA", str(tmp_path / "nowhere"))
+    assert data_home() is None
+    with pytest.raises(FileNotFoundError, match="SKLEARN_MICRO_DATA.*nowhere"):
+        load_higgs()
+    monkeypatch.setenv("SKLEARN_MICRO_DATA", str(tmp_path))
+    assert data_home() == tmp_path.resolve()
+    with pytest.raises(FileNotFoundError, match="ratings.csv"):
+        load_movielens()
+    with pytest.raises(ValueError, match="kinds must be a non-empty selection"):
+        load_higgs(kinds=("LIKE",))
