@@ -1,0 +1,168 @@
+import pickle
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import adjusted_rand_score
+from sklearn.pipeline import Pipeline
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_micro._log import EmbeddedLog, EngagementLog
+from sklearn_micro.cluster import SphericalKMeans
+from sklearn_micro.embedding import GraphEmbedder, engagement_matrix
+
+
+def grouped_log(n_groups=3, users_per_group=40, items_per_group=30, per_user=12, seed=0):
+    """Users of each group engage only with items of their group; returns (log, item group)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for g in range(n_groups):
+        items = 500 + g * items_per_group + np.arange(items_per_group)
+        for u in range(users_per_group):
+            user = 10_000 + g * users_per_group + u
+            for item in rng.choice(items, per_user, replace=False):
+                rows.append((user, item, rng.integers(3)))
+    log = np.array(rows, dtype=np.int64)
+    item_group = {500 + g * items_per_group + j: g
+                  for g in range(n_groups) for j in range(items_per_group)}
+    return log[rng.permutation(len(log))], item_group
+
+
+@pytest.fixture(scope="module")
+def log_and_groups():
+    return grouped_log()
+
+
+@pytest.mark.parametrize("method, iterations", [("als", 15), ("bpr", 300)])
+def test_item_groups_recovered(log_and_groups, method, iterations):
+    log, item_group = log_and_groups
+    embedder = GraphEmbedder(
+        n_components=8, method=method, iterations=iterations, learning_rate=0.05,
+        random_state=0,
+    ).fit(log)
+    km = SphericalKMeans(3, n_init=3, random_state=0).fit(embedder.item_vectors_)
+    truth = [item_group[i] for i in embedder.item_ids_.ids]
+    assert adjusted_rand_score(truth, km.labels_) > 0.9
+
+
+def test_fitted_state(log_and_groups):
+    log, _ = log_and_groups
+    embedder = GraphEmbedder(n_components=6, random_state=0).fit(log)
+    np.testing.assert_array_equal(embedder.user_ids_.ids, np.unique(log[:, 0]))
+    np.testing.assert_array_equal(embedder.item_ids_.ids, np.unique(log[:, 1]))
+    for name, n in [("user_vectors_", 120), ("item_vectors_", 90)]:
+        vectors = getattr(embedder, name)
+        assert type(vectors) is np.ndarray
+        assert vectors.shape == (n, 6) and vectors.dtype == np.float32
+        assert np.all(np.isfinite(vectors))
+    assert not any("implicit" in type(v).__module__ for v in vars(embedder).values())
+
+
+def test_bpr_leaves_out_the_item_bias(log_and_groups):
+    log, _ = log_and_groups
+    embedder = GraphEmbedder(n_components=5, method="bpr", iterations=3, random_state=0)
+    embedder.fit(log)
+    assert embedder.user_vectors_.shape == (120, 5)
+    assert embedder.item_vectors_.shape == (90, 5)
+    assert not np.all(embedder.user_vectors_[:, -1] == 1)
+
+
+@pytest.mark.parametrize("method", ["als", "bpr"])
+def test_seeded_determinism(log_and_groups, method):
+    log, _ = log_and_groups
+    a = GraphEmbedder(n_components=4, method=method, iterations=5, random_state=7).fit(log)
+    b = GraphEmbedder(n_components=4, method=method, iterations=5, random_state=7).fit(log)
+    c = GraphEmbedder(n_components=4, method=method, iterations=5, random_state=8).fit(log)
+    np.testing.assert_array_equal(a.user_vectors_, b.user_vectors_)
+    np.testing.assert_array_equal(a.item_vectors_, b.item_vectors_)
+    assert not np.array_equal(a.item_vectors_, c.item_vectors_)
+
+
+def test_transform_hands_on_an_embedded_log(log_and_groups):
+    log, _ = log_and_groups
+    embedder = GraphEmbedder(n_components=4, random_state=0)
+    embedded = embedder.fit_transform(log)
+    assert isinstance(embedded, EmbeddedLog)
+    assert isinstance(embedded.log, EngagementLog) and len(embedded) == len(log)
+    np.testing.assert_array_equal(embedded.log.item, log[:, 1])
+    assert embedded.item_ids is embedder.item_ids_ and embedded.user_ids is embedder.user_ids_
+    assert embedded.item_vectors is embedder.item_vectors_
+    assert embedded.user_vectors is embedder.user_vectors_
+    assert embedded.item_interest is None
+
+    later = embedder.transform(log[:10])
+    assert len(later) == 10 and later.item_vectors is embedder.item_vectors_
+    again = GraphEmbedder(n_components=4, random_state=0).fit(log).transform(log)
+    np.testing.assert_array_equal(again.item_vectors, embedded.item_vectors)
+
+
+def test_string_ids_from_a_dataframe():
+    frame = pd.DataFrame({
+        "user": ["ann", "bob", "ann", "cy", "cy"],
+        "item": ["x", "y", "y", "z", "x"],
+        "chunk": [0, 0, 1, 1, 2],
+    })
+    embedder = GraphEmbedder(n_components=3, random_state=0).fit(frame)
+    assert list(embedder.user_ids_.ids) == ["ann", "bob", "cy"]
+    assert list(embedder.item_ids_.ids) == ["x", "y", "z"]
+    assert embedder.transform(frame).log.item.dtype.kind == "U"
+
+
+def test_engagement_matrix_counts_repeats():
+    log = np.array([[1, 5, 0], [1, 5, 1], [2, 6, 0], [1, 6, 0]])
+    embedder = GraphEmbedder(n_components=2, random_state=0).fit(log)
+    from sklearn_micro._log import check_log
+
+    matrix = engagement_matrix(check_log(log), embedder.user_ids_, embedder.item_ids_)
+    np.testing.assert_array_equal(matrix.toarray(), [[2, 1], [0, 1]])
+    assert matrix.dtype == np.float32
+
+
+def test_errors_name_the_parameter(log_and_groups):
+    log, _ = log_and_groups
+    with pytest.raises(InvalidParameterError, match=r"'n_components'.*range \[1, inf\).*Got 0"):
+        GraphEmbedder(n_components=0).fit(log)
+    with pytest.raises(InvalidParameterError, match=r"'n_components'.*Got 2.5"):
+        GraphEmbedder(n_components=2.5).fit(log)
+    with pytest.raises(InvalidParameterError, match=r"'method'.*Got 'svd'"):
+        GraphEmbedder(method="svd").fit(log)
+    with pytest.raises(ValueError, match=r"shape \(n, 3\)"):
+        GraphEmbedder().fit(log[:, :2])
+
+
+def test_no_blas_warning(log_and_groups):
+    log, _ = log_and_groups
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GraphEmbedder(n_components=4, iterations=2, random_state=0, n_jobs=2).fit(log)
+
+
+def test_verbose_shows_progress(log_and_groups, capsys):
+    log, _ = log_and_groups
+    GraphEmbedder(n_components=4, iterations=2, random_state=0, verbose=1).fit(log)
+    assert "2/2" in capsys.readouterr().err
+
+
+def test_pickle_round_trip(log_and_groups):
+    log, _ = log_and_groups
+    embedder = GraphEmbedder(n_components=4, random_state=0).fit(log)
+    again = pickle.loads(pickle.dumps(embedder))
+    np.testing.assert_array_equal(again.item_vectors_, embedder.item_vectors_)
+    np.testing.assert_array_equal(again.user_ids_.lookup([10_005]), [5])
+    np.testing.assert_array_equal(again.transform(log).user_vectors, embedder.user_vectors_)
+
+
+def test_pipeline_gives_each_item_its_interest(log_and_groups):
+    log, item_group = log_and_groups
+    pipe = Pipeline([
+        ("embed", GraphEmbedder(n_components=8, random_state=0)),
+        ("interests", SphericalKMeans(n_clusters=3, n_init=3, random_state=0)),
+    ])
+    out = pipe.fit_transform(log)
+    assert isinstance(out, EmbeddedLog)
+    truth = [item_group[i] for i in out.item_ids.ids]
+    assert adjusted_rand_score(truth, out.item_interest) > 0.9
+    np.testing.assert_array_equal(pipe.transform(log[:5]).item_interest, out.item_interest)
+    with pytest.raises(ValueError, match="n_clusters=100 .* 90 items"):
+        pipe.set_params(interests__n_clusters=100).fit(log)
