@@ -1,12 +1,26 @@
 """sklearn-micro: MiCRO, multi-interest candidate retrieval online, as scikit-learn estimators."""
 
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log
+from .baselines import (
+    ALSRecommender,
+    ANNRecommender,
+    PopularityRecommender,
+    RecentItemsRecommender,
+)
+from .cluster import SphericalKMeans
+from .embedding import GraphEmbedder
 from .micro import MiCRO
 
 __all__ = [
+    "ALSRecommender",
+    "ANNRecommender",
     "EmbeddedLog",
     "EngagementLog",
+    "GraphEmbedder",
     "MiCRO",
+    "PopularityRecommender",
+    "RecentItemsRecommender",
+    "SphericalKMeans",
     "Vocabulary",
     "check_log",
 ]

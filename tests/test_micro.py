@@ -183,7 +183,8 @@ def test_string_ids():
 def test_pickle_round_trip_and_seeded_determinism():
     model = fitted().partial_fit(CHUNK)
     clone = pickle.loads(pickle.dumps(model))
-    for a, b in zip(model.recommend([0, 1, 2, 3], 4), clone.recommend([0, 1, 2, 3], 4)):
+    for a, b in zip(model.recommend([0, 1, 2, 3], 4), clone.recommend([0, 1, 2, 3], 4),
+                    strict=True):
         np.testing.assert_array_equal(a, b)
     nxt = np.array([[0, 30, 3], [1, 30, 3], [1, 21, 3]])
     model.partial_fit(nxt)
@@ -278,3 +279,41 @@ def test_recommend_properties(case, m):
     items, scores = model.recommend(users, n_chunk)
     np.testing.assert_allclose(scores.sum(axis=1), 1.0)
     assert set(items[0].tolist()) == set(model.item_ids_.ids[model.chunk_items_].tolist())
+
+
+# ---------------------------------------------------------------- known answer
+
+def test_known_answer_on_the_generative_model():
+    """On a log drawn from the paper's model with planted interests (training items given
+    their true interest), the sampler puts each new item in its planted interest (adjusted
+    Rand index of the items' main interests) and next-chunk recall@100 beats a
+    global-popularity ranking of the previous chunk several times over."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from sklearn_micro.datasets import make_engagements
+    from sklearn_micro.metrics import ranking_metrics
+
+    log, truth = make_engagements(n_users=2000, n_items=3000, n_chunks=8, n_interests=20,
+                                  n_engagements=60000, random_state=0, return_truth=True)
+    train = log.take(log.chunk < 4)
+    train_items = np.unique(train.item)
+    model = MiCRO(random_state=0).fit(
+        train, item_interest=(train_items, truth["item_interest"][train_items]))
+    for t in range(4, 8):
+        nxt = log.take(log.chunk == t)
+        users, inverse = np.unique(nxt.user, return_inverse=True)
+        relevant = [set(nxt.item[inverse == j].tolist()) for j in range(users.shape[0])]
+        recs, _ = model.recommend(users, 100)
+        prev = log.take(log.chunk == t - 1)
+        values, counts = np.unique(prev.item, return_counts=True)
+        popular = np.tile(values[np.argsort(-counts, kind="stable")[:100]], (len(users), 1))
+        micro_recall = ranking_metrics(recs, relevant, ks=(100,))["recall@100"].mean()
+        pop_recall = ranking_metrics(popular, relevant, ks=(100,))["recall@100"].mean()
+        assert micro_recall > 3 * pop_recall, (t, micro_recall, pop_recall)
+
+        model.partial_fit(nxt)
+        chunk_items = np.unique(nxt.item)
+        new = chunk_items[~np.isin(chunk_items, train_items)]
+        main = np.asarray(model.item_interests(new).argmax(axis=1)).ravel()
+        assert adjusted_rand_score(truth["item_interest"][new], main) > 0.85
+        assert model.n_sweeps_[t] < model.max_sweeps

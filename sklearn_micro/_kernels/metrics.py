@@ -1,0 +1,76 @@
+"""Recall, MRR and NDCG at several cut-offs, one pass over each ranked row."""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def ranking_metrics_kernel(recommended, rel_indptr, rel_items, ks, recall, mrr, ndcg):
+    """Fill ``recall``, ``mrr`` and ``ndcg`` (n_rows x n_cutoffs) for each row.
+
+    ``recommended`` holds item codes best first, negative where nothing is recommended;
+    ``rel_items[rel_indptr[r]:rel_indptr[r + 1]]`` are the row's relevant codes, sorted and
+    distinct; ``ks`` are increasing cut-offs. An item recommended twice counts once. Rows
+    without relevant items get NaN.
+    """
+    n, m = recommended.shape
+    n_k = ks.shape[0]
+    k_max = ks[n_k - 1]
+    discount = np.empty(k_max)
+    ideal = np.empty(k_max)
+    acc = 0.0
+    for j in range(k_max):
+        discount[j] = 1.0 / np.log2(j + 2.0)
+        acc += discount[j]
+        ideal[j] = acc
+    longest = 0
+    for r in range(n):
+        longest = max(longest, rel_indptr[r + 1] - rel_indptr[r])
+    hit = np.zeros(longest, np.bool_)
+    depth = min(m, k_max)
+    for r in range(n):
+        lo = rel_indptr[r]
+        hi = rel_indptr[r + 1]
+        n_rel = hi - lo
+        if n_rel == 0:
+            for q in range(n_k):
+                recall[r, q] = np.nan
+                mrr[r, q] = np.nan
+                ndcg[r, q] = np.nan
+            continue
+        hits = 0
+        first = 0
+        dcg = 0.0
+        q = 0
+        for j in range(depth + 1):
+            while q < n_k and ks[q] <= j:
+                recall[r, q] = hits / n_rel
+                mrr[r, q] = 1.0 / first if first > 0 else 0.0
+                ndcg[r, q] = dcg / ideal[min(n_rel, ks[q]) - 1]
+                q += 1
+            if j == depth:
+                break
+            it = recommended[r, j]
+            if it < 0:
+                continue
+            a = lo
+            b = hi
+            while a < b:
+                mid = (a + b) // 2
+                if rel_items[mid] < it:
+                    a = mid + 1
+                else:
+                    b = mid
+            if a < hi and rel_items[a] == it and not hit[a - lo]:
+                hit[a - lo] = True
+                hits += 1
+                if first == 0:
+                    first = j + 1
+                dcg += discount[j]
+        while q < n_k:
+            recall[r, q] = hits / n_rel
+            mrr[r, q] = 1.0 / first if first > 0 else 0.0
+            ndcg[r, q] = dcg / ideal[min(n_rel, ks[q]) - 1]
+            q += 1
+        for j in range(n_rel):
+            hit[j] = False

@@ -1,0 +1,805 @@
+"""Baseline recommenders: popularity, a user's recent items, ANN on user vectors and ALS.
+
+All of them follow the recommender protocol of `RecommenderMixin`: ``fit`` on a training log,
+``partial_fit`` with the engagements of new chunks (in order), and ``recommend(users, m)``
+for the latest chunk. They share one rule for ties and empty slots: items of equal score are
+ordered by the latest chunk's popularity (engagement count in that chunk, descending, then
+internal index), and the slots a method cannot fill are filled with the latest chunk's most
+engaged items, which score below every item the method ranked itself. A user never seen gets
+that popularity ranking.
+
+The *window* of a recommender is its last ``window`` chunks: the chunks ``latest_chunk_ -
+window + 1`` to ``latest_chunk_``, by chunk number.
+"""
+
+from __future__ import annotations
+
+import copy
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._kernels.ranking import top_m_dense, top_m_sparse
+from ._kernels.topm import fill_remainder
+from ._log import EmbeddedLog, Vocabulary, check_log, iter_chunks
+from .base import RecommenderMixin, SeenItems
+
+__all__ = [
+    "ALSRecommender",
+    "ANNRecommender",
+    "PopularityRecommender",
+    "RecentItemsRecommender",
+]
+
+# "auto" searches exactly below this many candidate items
+_EXACT_MAX_ITEMS = 20_000
+# scores held at once by the exact blocked search
+_BLOCK_SCORES = 1 << 21
+_ITEM_BLOCK = 8192
+
+
+def _pairs_by_key(keys: np.ndarray, values: np.ndarray):
+    """Sort ``(keys, values)`` pairs by key then value and drop repeated pairs."""
+    order = np.lexsort((values, keys))
+    keys, values = keys[order], values[order]
+    keep = np.ones(keys.shape[0], bool)
+    keep[1:] = (keys[1:] != keys[:-1]) | (values[1:] != values[:-1])
+    return keys[keep], values[keep]
+
+
+def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
+    """CSR ``(indptr, positions)`` of the entries of ``sorted_keys`` equal to each key."""
+    lo = np.searchsorted(sorted_keys, keys, side="left")
+    hi = np.searchsorted(sorted_keys, keys, side="right")
+    hi = np.where(keys < 0, lo, hi)
+    indptr = np.zeros(keys.shape[0] + 1, np.int64)
+    np.cumsum(hi - lo, out=indptr[1:])
+    positions = np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
+    return indptr, positions
+
+
+def _seen_of_rows(seen_indptr: np.ndarray, seen_items: np.ndarray, rows: np.ndarray):
+    """The seen-items CSR restricted to ``rows``."""
+    indptr = np.zeros(rows.shape[0] + 1, np.int64)
+    np.cumsum(seen_indptr[rows + 1] - seen_indptr[rows], out=indptr[1:])
+    positions = np.repeat(seen_indptr[rows] - indptr[:-1], np.diff(indptr)) + np.arange(
+        indptr[-1]
+    )
+    return indptr, seen_items[positions]
+
+
+def _nonzero_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``a[rows]`` has a nonzero entry, without a copy of all of them."""
+    out = np.empty(rows.shape[0], bool)
+    step = 1 << 16
+    for lo in range(0, rows.shape[0], step):
+        out[lo : lo + step] = np.any(a[rows[lo : lo + step]] != 0, axis=1)
+    return out
+
+
+def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
+                 out_items, out_scores, out_n):
+    """Exact top-m of ``queries @ vectors.T`` over ``candidates``, in bounded blocks.
+
+    Products are taken in float64 and rounded to float32, so a user's scores do not depend on
+    which other users share the block.
+    """
+    n_q, n_c = queries.shape[0], vectors.shape[0]
+    if n_q == 0 or n_c == 0:
+        return
+    item_block = min(n_c, _ITEM_BLOCK)
+    user_block = max(1, _BLOCK_SCORES // item_block)
+    for i0 in range(0, n_c, item_block):
+        i1 = min(n_c, i0 + item_block)
+        block_vectors = vectors[i0:i1].astype(np.float64).T
+        block_items = candidates[i0:i1]
+        for u0 in range(0, n_q, user_block):
+            u1 = min(n_q, u0 + user_block)
+            block = (queries[u0:u1].astype(np.float64) @ block_vectors).astype(np.float32)
+            top_m_dense(
+                block, block_items, tie_key, seen_indptr[u0 : u1 + 1], seen_items,
+                out_items[u0:u1], out_scores[u0:u1], out_n[u0:u1],
+            )
+
+
+class _WindowRecommender(RecommenderMixin, BaseEstimator):
+    """Shared state of the baselines: vocabularies, seen items and the window's engagements.
+
+    Subclasses add their model through the hooks below, which work on a ``state`` dict of
+    fitted attributes that is committed only once a call has succeeded.
+    """
+
+    _parameter_constraints: dict = {
+        "window": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, window: int = 1):
+        self.window = window
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def _start(self, X, log) -> dict:
+        """Vocabularies of a first fit (the log's distinct ids); subclasses may add more."""
+        return {
+            "user_ids_": Vocabulary.from_ids(log.user),
+            "item_ids_": Vocabulary.from_ids(log.item),
+        }
+
+    def _fit_model(self, state: dict, log, user: np.ndarray, item: np.ndarray) -> None:
+        """Fit the model on the whole training log (internal indices)."""
+
+    def _absorb(self, state: dict, X) -> None:
+        """Take what a partial_fit input carries besides engagements (e.g. vectors)."""
+
+    def _update_chunk(self, state: dict, user: np.ndarray, item: np.ndarray) -> None:
+        """Take one new chunk's engagements; the window in ``state`` already holds them."""
+
+    def _derive(self, state: dict) -> None:
+        """Recompute what recommend reads from the window."""
+
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items) -> None:
+        """Rank each user's own candidates into the first ``n_filled[r]`` slots."""
+
+    # -- fit and partial_fit ----------------------------------------------------------------
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit on a training engagement log.
+
+        Parameters
+        ----------
+        X : DataFrame with columns user, item, chunk, int array of shape (n, 3),
+            EngagementLog or EmbeddedLog
+            The training engagements, one per row.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted recommender.
+        """
+        return self._fit(X)
+
+    def _fit(self, X):
+        log = check_log(X)
+        state = self._start(X, log)
+        user = state["user_ids_"].lookup(log.user, name="X user ids")
+        item = state["item_ids_"].lookup(log.item, name="X item ids")
+        latest = int(log.chunk.max())
+        in_window = log.chunk > latest - self.window
+        state.update(
+            seen_items_=SeenItems().add(user, item),
+            latest_chunk_=latest,
+            window_user_=user[in_window],
+            window_item_=item[in_window],
+            window_chunk_=log.chunk[in_window].astype(np.int64),
+        )
+        self._fit_model(state, log, user, item)
+        self._finish(state)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """Take the engagements of one or more new chunks.
+
+        Chunks are taken in increasing order, as successive calls would; the latest of them
+        becomes the chunk that ``recommend`` answers for. A chunk older than the latest one
+        already seen is refused, and a refused call leaves the recommender as it was. On an
+        unfitted recommender this is ``fit``.
+
+        Parameters
+        ----------
+        X : DataFrame with columns user, item, chunk, int array of shape (n, 3),
+            EngagementLog or EmbeddedLog
+            The new engagements; items and users may be new.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The updated recommender.
+        """
+        if not hasattr(self, "item_ids_"):
+            return self._fit(X)
+        log = check_log(X)
+        oldest = int(log.chunk.min())
+        if oldest < self.latest_chunk_:
+            raise ValueError(
+                f"X holds chunk {oldest}, older than the latest chunk {self.latest_chunk_} "
+                "already taken; partial_fit needs chunks in increasing order."
+            )
+        user_ids, user = self.user_ids_.extend(log.user, name="X user ids")
+        item_ids, item = self.item_ids_.extend(log.item, name="X item ids")
+        state = {name: getattr(self, name) for name in self._state_names()}
+        state.update(
+            user_ids_=user_ids,
+            item_ids_=item_ids,
+            seen_items_=self.seen_items_.add(user, item),
+        )
+        self._absorb(state, X)
+        for chunk, rows in iter_chunks(log.chunk):
+            keep = state["window_chunk_"] > chunk - self.window
+            state["window_user_"] = np.concatenate([state["window_user_"][keep], user[rows]])
+            state["window_item_"] = np.concatenate([state["window_item_"][keep], item[rows]])
+            state["window_chunk_"] = np.concatenate(
+                [state["window_chunk_"][keep], np.full(rows.shape[0], chunk, np.int64)]
+            )
+            state["latest_chunk_"] = chunk
+            self._update_chunk(state, user[rows], item[rows])
+        self._finish(state)
+        return self
+
+    def _state_names(self):
+        return [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]
+
+    def _finish(self, state: dict) -> None:
+        """Derive the latest chunk's popularity and commit ``state`` to ``self``."""
+        n_items = len(state["item_ids_"])
+        latest = state["window_chunk_"] == state["latest_chunk_"]
+        counts = np.bincount(state["window_item_"][latest], minlength=n_items)
+        popular = np.flatnonzero(counts)
+        popular = popular[np.argsort(-counts[popular], kind="stable")]
+        rank = np.arange(n_items, dtype=np.int64) + popular.shape[0]
+        rank[popular] = np.arange(popular.shape[0])
+        state.update(
+            popular_items_=popular.astype(np.int64),
+            popular_counts_=counts[popular].astype(np.int64),
+            item_rank_=rank,
+        )
+        self._derive(state)
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    # -- recommend ---------------------------------------------------------------------------
+
+    def _recommend(self, user_index, m, seen):
+        n = user_index.shape[0]
+        items = np.full((n, m), -1, np.int64)
+        scores = np.full((n, m), -np.inf)
+        n_filled = np.zeros(n, np.int64)
+        if seen is None:
+            seen_indptr, seen_items = np.zeros(n + 1, np.int64), np.empty(0, np.int64)
+        else:
+            seen_indptr, seen_items = seen
+        self._rank(user_index, items, scores, n_filled, seen_indptr, seen_items)
+        last = scores[np.arange(n), np.maximum(n_filled - 1, 0)]
+        fill_base = np.where(n_filled > 0, last, 0.0) - 1.0
+        counts = self.popular_counts_
+        pop_score = counts / (counts.max() + 1.0) if counts.size else counts.astype(float)
+        fill_remainder(
+            items, scores, n_filled, self.popular_items_, pop_score, fill_base,
+            seen_indptr, seen_items, len(self.item_ids_),
+        )
+        return items, scores
+
+
+class PopularityRecommender(_WindowRecommender):
+    """The most engaged items of the recent window, the same for every user.
+
+    An item's score is its number of engagements in the last ``window`` chunks; ties go to
+    the item more engaged in the latest chunk, then to the lower internal index. Only items
+    engaged in the window are ranked, so rows are padded (-1, -inf) beyond them.
+
+    Parameters
+    ----------
+    window : int, default=1
+        Number of latest chunks whose engagements are counted.
+
+    Attributes
+    ----------
+    user_ids_, item_ids_ : Vocabulary
+        External ids of the users and items seen, by internal index.
+    seen_items_ : SeenItems
+        The items each user has engaged with.
+    latest_chunk_ : int
+        The chunk recommendations are for.
+    window_user_, window_item_, window_chunk_ : ndarray of shape (n_window,)
+        The window's engagements (internal indices).
+    popular_items_, popular_counts_ : ndarray
+        The latest chunk's items by engagement count, and the counts.
+    item_rank_ : ndarray of shape (n_items,)
+        Each item's place in the latest chunk's popularity order, which breaks ties.
+    ranking_items_, ranking_counts_ : ndarray
+        The window's items in recommendation order, and their window counts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro.baselines import PopularityRecommender
+    >>> X = np.array([[1, 10, 0], [2, 10, 0], [2, 11, 1], [3, 12, 1], [1, 12, 1]])
+    >>> rec = PopularityRecommender(window=1).fit(X)
+    >>> items, scores = rec.recommend([1, 99], m=3)
+    >>> items
+    array([[12, 11, -1],
+           [12, 11, -1]])
+    >>> scores[0]
+    array([  2.,   1., -inf])
+    """
+
+    def _derive(self, state):
+        counts = np.bincount(state["window_item_"], minlength=len(state["item_ids_"]))
+        ranked = np.flatnonzero(counts)
+        ranked = ranked[np.lexsort((state["item_rank_"][ranked], -counts[ranked]))]
+        state["ranking_items_"] = ranked.astype(np.int64)
+        state["ranking_counts_"] = counts[ranked].astype(np.int64)
+
+    def _recommend(self, user_index, m, seen):
+        n = user_index.shape[0]
+        items = np.full((n, m), -1, np.int64)
+        scores = np.full((n, m), -np.inf)
+        if seen is None:
+            seen_indptr, seen_items = np.zeros(n + 1, np.int64), np.empty(0, np.int64)
+        else:
+            seen_indptr, seen_items = seen
+        fill_remainder(
+            items, scores, np.zeros(n, np.int64), self.ranking_items_,
+            self.ranking_counts_.astype(np.float64), np.zeros(n), seen_indptr, seen_items,
+            len(self.item_ids_),
+        )
+        return items, scores
+
+
+class RecentItemsRecommender(_WindowRecommender):
+    """A user's own items of the recent window: repeat engagement, then popularity.
+
+    The items a user engaged with in the last ``window`` chunks come first, the most recently
+    engaged first and, within a chunk, the most often engaged first. An item's score is
+    ``(c - latest_chunk_) + n / (n + 1)``, where ``c`` is the last chunk in which the user
+    engaged with it and ``n`` the number of those engagements in the window. The remaining
+    slots hold the latest chunk's most engaged items, as for every recommender of the
+    package; a user without engagements in the window gets that popularity ranking.
+
+    Parameters
+    ----------
+    window : int, default=8
+        Number of latest chunks a user's items are taken from.
+
+    Attributes
+    ----------
+    user_ids_, item_ids_ : Vocabulary
+        External ids of the users and items seen, by internal index.
+    seen_items_ : SeenItems
+        The items each user has engaged with.
+    latest_chunk_ : int
+        The chunk recommendations are for.
+    window_user_, window_item_, window_chunk_ : ndarray of shape (n_window,)
+        The window's engagements (internal indices).
+    popular_items_, popular_counts_, item_rank_ : ndarray
+        The latest chunk's popularity, as for `PopularityRecommender`.
+    recent_user_, recent_item_, recent_score_ : ndarray
+        Each (user, item) pair of the window with its score, sorted by user.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro.baselines import RecentItemsRecommender
+    >>> X = np.array([[1, 10, 0], [1, 11, 1], [1, 11, 1], [2, 12, 1], [3, 12, 1]])
+    >>> rec = RecentItemsRecommender(window=2).fit(X)
+    >>> rec.recommend([1], m=3)[0]
+    array([[11, 10, 12]])
+    """
+
+    def __init__(self, window: int = 8):
+        super().__init__(window=window)
+
+    def _derive(self, state):
+        user, item = state["window_user_"], state["window_item_"]
+        chunk = state["window_chunk_"]
+        if user.size == 0:
+            pairs_user = pairs_item = np.empty(0, np.int64)
+            score = np.empty(0)
+        else:
+            order = np.lexsort((chunk, item, user))
+            user, item, chunk = user[order], item[order], chunk[order]
+            last = np.ones(user.shape[0], bool)
+            last[:-1] = (user[1:] != user[:-1]) | (item[1:] != item[:-1])
+            ends = np.flatnonzero(last)
+            counts = np.diff(np.concatenate([[-1], ends]))
+            pairs_user, pairs_item = user[ends], item[ends]
+            score = (chunk[ends] - state["latest_chunk_"]) + counts / (counts + 1.0)
+        state["recent_user_"] = pairs_user
+        state["recent_item_"] = pairs_item
+        state["recent_score_"] = score
+
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+        indptr, positions = _rows_of(self.recent_user_, user_index)
+        top_m_sparse(
+            indptr, self.recent_item_[positions], self.recent_score_[positions],
+            self.item_rank_, seen_indptr, seen_items, items, scores, n_filled,
+        )
+
+
+class ANNRecommender(_WindowRecommender):
+    """Cosine nearest items to each user's vector, items being averages of user vectors.
+
+    Sits after `GraphEmbedder` in a Pipeline: ``fit`` takes the `EmbeddedLog` it hands on and
+    keeps its user vectors. An item's vector is the mean of the vectors of the distinct users
+    who engaged with it in the last ``window`` chunks, so new items get one as soon as a user
+    with a vector engages with them; ``partial_fit`` recomputes the item vectors from the new
+    window. A user is queried by their own vector and gets the items of highest cosine
+    similarity (the score). Users without a vector get the latest chunk's popularity ranking.
+
+    Parameters
+    ----------
+    window : int, default=1
+        Number of latest chunks whose engagements define the item vectors.
+    method : {"auto", "exact", "nndescent"}, default="auto"
+        "exact" scores every item in blocks of bounded size; "nndescent" queries a
+        `pynndescent.NNDescent` index (metric cosine) built on the item vectors; "auto" is
+        exact below 20000 items. With fewer items than ``n_neighbors + 1`` the search is
+        exact.
+    n_neighbors : int, default=30
+        Degree of the NNDescent graph.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the NNDescent index; fixed for the fitted state, so a pickled and restored
+        recommender answers the same.
+
+    Attributes
+    ----------
+    user_ids_, item_ids_ : Vocabulary
+        External ids of the users (those with a vector, then those of the logs) and items.
+    user_vectors_ : ndarray of shape (n_users, n_dims)
+        The user vectors; zero for users without one.
+    candidate_items_ : ndarray of shape (n_candidates,)
+        Internal indices of the window's items that have a vector.
+    item_vectors_ : ndarray of shape (n_candidates, n_dims)
+        Their unit-normalized mean user vectors.
+    index_seed_ : int
+        Seed of the NNDescent index of the current window.
+    random_state_ : RandomState
+        The random stream, carried across chunks.
+    seen_items_, latest_chunk_, window_user_, window_item_, window_chunk_, popular_items_,
+    popular_counts_, item_rank_ :
+        As for `PopularityRecommender`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro._log import EmbeddedLog, Vocabulary, check_log
+    >>> from sklearn_micro.baselines import ANNRecommender
+    >>> log = check_log(np.array([[1, 10, 0], [2, 11, 0], [3, 10, 0], [3, 11, 0]]))
+    >>> users = Vocabulary(np.array([1, 2, 3]))
+    >>> vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
+    >>> X = EmbeddedLog(log, users, Vocabulary(np.array([10, 11])), vectors, np.zeros((2, 2)))
+    >>> ANNRecommender(method="exact").fit(X).recommend([1, 2], m=2)[0]
+    array([[10, 11],
+           [11, 10]])
+    """
+
+    _parameter_constraints: dict = {
+        **_WindowRecommender._parameter_constraints,
+        "method": [StrOptions({"auto", "exact", "nndescent"})],
+        "n_neighbors": [Interval(Integral, 2, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        window: int = 1,
+        *,
+        method: str = "auto",
+        n_neighbors: int = 30,
+        random_state=None,
+    ):
+        super().__init__(window=window)
+        self.method = method
+        self.n_neighbors = n_neighbors
+        self.random_state = random_state
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_index", None)
+        return state
+
+    def _start(self, X, log):
+        if not isinstance(X, EmbeddedLog):
+            raise TypeError(
+                "ANNRecommender.fit needs user vectors: the EmbeddedLog that "
+                "GraphEmbedder.transform returns, for example as the step after GraphEmbedder "
+                f"in a Pipeline. Got {type(X).__name__}; fit GraphEmbedder first."
+            )
+        vectors = np.asarray(X.user_vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(X.user_ids):
+            raise ValueError(
+                f"X.user_vectors must have one row per id of X.user_ids ({len(X.user_ids)}); "
+                f"got shape {vectors.shape}."
+            )
+        user_ids, _ = X.user_ids.extend(log.user, name="X user ids")
+        grown = np.zeros((len(user_ids), vectors.shape[1]), np.float32)
+        grown[: vectors.shape[0]] = vectors
+        rng = check_random_state(self.random_state)
+        return {
+            "user_ids_": user_ids,
+            "item_ids_": Vocabulary.from_ids(log.item),
+            "user_vectors_": grown,
+            "random_state_": rng,
+        }
+
+    def _absorb(self, state, X):
+        vectors = state["user_vectors_"]
+        n_users = len(state["user_ids_"])
+        if vectors.shape[0] < n_users:
+            grown = np.zeros((n_users, vectors.shape[1]), np.float32)
+            grown[: vectors.shape[0]] = vectors
+            vectors = grown
+        if isinstance(X, EmbeddedLog):
+            given = np.asarray(X.user_vectors, dtype=np.float32)
+            if given.ndim != 2 or given.shape[1] != vectors.shape[1]:
+                raise ValueError(
+                    f"X.user_vectors must have {vectors.shape[1]} columns like the vectors "
+                    f"given to fit; got shape {given.shape}."
+                )
+            if given.shape[0] != len(X.user_ids):
+                raise ValueError(
+                    f"X.user_vectors must have one row per id of X.user_ids "
+                    f"({len(X.user_ids)}); got shape {given.shape}."
+                )
+            rows = X.user_ids.lookup(np.unique(X.log.user), name="X user ids")
+            rows = rows[rows >= 0]
+            if rows.size:
+                target = state["user_ids_"].lookup(X.user_ids.ids[rows], name="X user ids")
+                vectors = vectors.copy() if vectors is state["user_vectors_"] else vectors
+                vectors[target] = given[rows]
+        state["user_vectors_"] = vectors
+
+    def _derive(self, state):
+        vectors = state["user_vectors_"]
+        item, user = _pairs_by_key(state["window_item_"], state["window_user_"])
+        users = np.unique(user)
+        with_vector = users[_nonzero_rows(vectors, users)]
+        has_vector = np.isin(user, with_vector, assume_unique=False)
+        item, user = item[has_vector], user[has_vector]
+        candidates, local = np.unique(item, return_inverse=True)
+        engaged = sp.csr_array(
+            (np.ones(user.shape[0], np.float32), (local.ravel(), user)),
+            shape=(candidates.shape[0], vectors.shape[0]),
+        )
+        sums = np.asarray(engaged @ vectors, dtype=np.float32)
+        norms = np.linalg.norm(sums, axis=1)
+        keep = norms > 0
+        state["candidate_items_"] = candidates[keep].astype(np.int64)
+        state["item_vectors_"] = sums[keep] / norms[keep, None]
+        rng = copy.deepcopy(state["random_state_"])
+        state["random_state_"] = rng
+        state["index_seed_"] = int(rng.randint(np.iinfo(np.int32).max))
+        state["_index"] = None
+
+    def _uses_index(self) -> bool:
+        n = self.candidate_items_.shape[0]
+        if n <= self.n_neighbors:
+            return False
+        return self.method == "nndescent" or (self.method == "auto" and n >= _EXACT_MAX_ITEMS)
+
+    def _get_index(self):
+        if getattr(self, "_index", None) is None:
+            from pynndescent import NNDescent
+
+            self._index = NNDescent(
+                self.item_vectors_, metric="cosine", n_neighbors=self.n_neighbors,
+                random_state=self.index_seed_,
+            )
+        return self._index
+
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+        known = np.flatnonzero(user_index >= 0)
+        queries = self.user_vectors_[user_index[known]]
+        norms = np.linalg.norm(queries, axis=1)
+        rows = known[norms > 0]
+        if rows.size == 0 or self.candidate_items_.size == 0:
+            return
+        queries = queries[norms > 0] / norms[norms > 0, None]
+        sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
+        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
+        if self._uses_index():
+            self._query_index(
+                queries, items.shape[1], sub_indptr, sub_seen, out_items, out_scores, out_n
+            )
+        else:
+            _exact_top_m(
+                queries, self.item_vectors_, self.candidate_items_, self.item_rank_,
+                sub_indptr, sub_seen, out_items, out_scores, out_n,
+            )
+        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
+
+    def _query_index(self, queries, m, seen_indptr, seen_items, out_items, out_scores, out_n):
+        index = self._get_index()
+        n_cand = self.candidate_items_.shape[0]
+        n_seen = np.diff(seen_indptr)
+        extra = np.where(n_seen > 0, 2 ** np.ceil(np.log2(np.maximum(n_seen, 1))), 0)
+        k_rows = np.minimum(n_cand, m + extra.astype(np.int64))
+        indptr = np.zeros(queries.shape[0] + 1, np.int64)
+        np.cumsum(k_rows, out=indptr[1:])
+        cand = np.full(indptr[-1], -1, np.int64)
+        cand_scores = np.full(indptr[-1], np.nan, np.float32)
+        for k in np.unique(k_rows):
+            rows = np.flatnonzero(k_rows == k)
+            neighbours, distances = index.query(queries[rows], k=int(k))
+            slots = (indptr[rows][:, None] + np.arange(k)).ravel()
+            neighbours = neighbours.ravel()
+            valid = neighbours >= 0
+            cand[slots[valid]] = self.candidate_items_[neighbours[valid]]
+            cand_scores[slots[valid]] = 1.0 - distances.ravel()[valid]
+        top_m_sparse(indptr, cand, cand_scores, self.item_rank_, seen_indptr, seen_items,
+                     out_items, out_scores, out_n)
+
+
+class ALSRecommender(_WindowRecommender):
+    """Implicit-feedback ALS (``implicit``), with new items and users folded in per chunk.
+
+    ``fit`` factorizes the training log's engagement counts (confidence ``alpha * count``)
+    with `implicit`'s alternating least squares. ``partial_fit`` keeps the fitted factors
+    and folds in what is new, chunk by chunk: each item first engaged after ``fit`` that is
+    engaged in the chunk gets the closed-form ALS item step (`implicit`'s
+    ``recalculate_item``) from the users who engaged with it in the window, then each user
+    first seen after ``fit`` who engages in the chunk gets the user step from their window
+    items. Training users and items keep their fitted vectors. ``recommend`` scores the
+    window's items that have a vector by ``user_vector @ item_vector``, exactly, in bounded
+    blocks. Users without a vector get the latest chunk's popularity ranking. The fitted
+    state is plain arrays.
+
+    Parameters
+    ----------
+    n_components : int, default=64
+        Number of latent factors.
+    regularization : float, default=0.01
+        L2 regularization of the least-squares steps.
+    alpha : float, default=1.0
+        Confidence per engagement.
+    iterations : int, default=15
+        ALS sweeps in ``fit``.
+    window : int, default=1
+        Number of latest chunks whose items are recommended and whose engagements fold in
+        new items and users.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial factors.
+
+    Attributes
+    ----------
+    user_factors_ : ndarray of shape (n_users, n_components)
+        User vectors, zero for users without one.
+    item_factors_ : ndarray of shape (n_items, n_components)
+        Item vectors, zero for items without one.
+    n_fit_users_, n_fit_items_ : int
+        Users and items of the training log; those after them are folded in.
+    candidate_items_ : ndarray
+        The window's items that have a vector.
+    user_ids_, item_ids_, seen_items_, latest_chunk_, window_user_, window_item_,
+    window_chunk_, popular_items_, popular_counts_, item_rank_ :
+        As for `PopularityRecommender`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro.baselines import ALSRecommender
+    >>> X = np.array([[1, 10, 0], [1, 11, 0], [2, 10, 0], [2, 11, 0], [3, 12, 0]])
+    >>> rec = ALSRecommender(n_components=2, random_state=0).fit(X)
+    >>> rec.recommend([1], m=3)[0].shape
+    (1, 3)
+    """
+
+    _parameter_constraints: dict = {
+        **_WindowRecommender._parameter_constraints,
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "regularization": [Interval(Real, 0, None, closed="left")],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "iterations": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        n_components: int = 64,
+        *,
+        regularization: float = 0.01,
+        alpha: float = 1.0,
+        iterations: int = 15,
+        window: int = 1,
+        random_state=None,
+    ):
+        super().__init__(window=window)
+        self.n_components = n_components
+        self.regularization = regularization
+        self.alpha = alpha
+        self.iterations = iterations
+        self.random_state = random_state
+
+    def _als(self, user_factors=None, item_factors=None, seed=None):
+        from implicit.cpu.als import AlternatingLeastSquares
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1, "blas"):
+            model = AlternatingLeastSquares(
+                factors=self.n_components, regularization=self.regularization,
+                alpha=self.alpha, iterations=self.iterations, random_state=seed,
+            )
+        model.user_factors = user_factors
+        model.item_factors = item_factors
+        return model
+
+    def _fit_model(self, state, log, user, item):
+        from threadpoolctl import threadpool_limits
+
+        n_users, n_items = len(state["user_ids_"]), len(state["item_ids_"])
+        counts = sp.csr_matrix(
+            (np.ones(user.shape[0], np.float32), (user, item)), shape=(n_users, n_items)
+        )
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        model = self._als(seed=seed)
+        with threadpool_limits(1, "blas"):
+            model.fit(counts, show_progress=False)
+        state.update(
+            user_factors_=np.ascontiguousarray(model.user_factors, dtype=np.float32),
+            item_factors_=np.ascontiguousarray(model.item_factors, dtype=np.float32),
+            n_fit_users_=n_users,
+            n_fit_items_=n_items,
+        )
+
+    def _absorb(self, state, X):
+        for name, ids in (("user_factors_", "user_ids_"), ("item_factors_", "item_ids_")):
+            factors, n = state[name], len(state[ids])
+            if factors.shape[0] < n:
+                grown = np.zeros((n, factors.shape[1]), np.float32)
+                grown[: factors.shape[0]] = factors
+                state[name] = grown
+
+    def _update_chunk(self, state, user, item):
+        from threadpoolctl import threadpool_limits
+
+        if state["user_factors_"] is self.user_factors_:
+            state["user_factors_"] = state["user_factors_"].copy()
+        if state["item_factors_"] is self.item_factors_:
+            state["item_factors_"] = state["item_factors_"].copy()
+        users_f, items_f = state["user_factors_"], state["item_factors_"]
+        w_user, w_item = state["window_user_"], state["window_item_"]
+        model = self._als(users_f, items_f)
+        with threadpool_limits(1, "blas"):
+            new_items = np.unique(item[item >= state["n_fit_items_"]])
+            if new_items.size:
+                items_f[new_items] = self._fold(
+                    model.recalculate_item, new_items, w_item, w_user, users_f.shape[0]
+                )
+            new_users = np.unique(user[user >= state["n_fit_users_"]])
+            if new_users.size:
+                model = self._als(users_f, items_f)
+                users_f[new_users] = self._fold(
+                    model.recalculate_user, new_users, w_user, w_item, items_f.shape[0]
+                )
+
+    @staticmethod
+    def _fold(solve, targets, owner, other, n_other):
+        """Solve the factors of ``targets`` from their window engagements with ``other``."""
+        local = np.searchsorted(targets, owner)
+        local = np.minimum(local, targets.shape[0] - 1)
+        mine = targets[local] == owner
+        counts = sp.csr_matrix(
+            (np.ones(int(mine.sum()), np.float32), (local[mine], other[mine])),
+            shape=(targets.shape[0], n_other),
+        )
+        return solve(targets, counts)
+
+    def _derive(self, state):
+        window_items = np.unique(state["window_item_"])
+        has_vector = _nonzero_rows(state["item_factors_"], window_items)
+        state["candidate_items_"] = window_items[has_vector].astype(np.int64)
+
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+        known = np.flatnonzero(user_index >= 0)
+        queries = self.user_factors_[user_index[known]]
+        has_vector = _nonzero_rows(queries, np.arange(queries.shape[0]))
+        rows = known[has_vector]
+        if rows.size == 0 or self.candidate_items_.size == 0:
+            return
+        queries = queries[has_vector]
+        sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
+        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
+        _exact_top_m(
+            queries, self.item_factors_[self.candidate_items_], self.candidate_items_,
+            self.item_rank_, sub_indptr, sub_seen, out_items, out_scores, out_n,
+        )
+        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n

@@ -1,0 +1,601 @@
+"""Evaluation over time: a chunk splitter, the rolling protocol and its scorers.
+
+The rolling protocol (paper 4.2): a recommender fitted on the chunks up to t retrieves for
+each user of chunk t+1, is scored against that user's engagements in t+1, then takes chunk
+t+1 with ``partial_fit``, and so on to the end of the test log.
+"""
+
+from __future__ import annotations
+
+import copy as copy_module
+from collections.abc import Iterator, Sequence
+from numbers import Integral
+
+import numpy as np
+from sklearn.model_selection import BaseCrossValidator
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted
+
+from ._log import EmbeddedLog, EngagementLog, check_log, iter_chunks
+from .metrics import METRICS, _metrics_of_codes
+
+__all__ = ["ChunkSplit", "RollingReport", "RollingScorer", "make_rolling_scorer",
+           "rolling_evaluate"]
+
+# users per recommend call during the rolling evaluation
+_USER_BLOCK = 1 << 16
+
+
+def _chunk_column(X) -> np.ndarray:
+    """The ``chunk`` column of a log, without validating the id columns."""
+    if isinstance(X, EmbeddedLog):
+        X = X.log
+    if isinstance(X, EngagementLog):
+        chunk = X.chunk
+    elif hasattr(X, "columns"):
+        if "chunk" not in X.columns:
+            raise ValueError(f"X must have a 'chunk' column; got columns {list(X.columns)}.")
+        chunk = X["chunk"].to_numpy()
+    else:
+        arr = np.asarray(X)
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            raise ValueError(
+                "X must be a DataFrame with columns user, item, chunk or an integer array "
+                f"of shape (n, 3); got shape {arr.shape}."
+            )
+        chunk = arr[:, 2]
+    if chunk.dtype.kind not in "iu":
+        raise ValueError(f"X's chunk column must hold integers; got dtype {chunk.dtype}.")
+    return chunk.astype(np.int64, copy=False)
+
+
+class ChunkSplit(BaseCrossValidator):
+    """Forward-in-time folds over the chunks of an engagement log.
+
+    With the distinct chunks ``c_0 < c_1 < ... < c_{K-1}`` of ``X``, the folds are the last
+    ``n_splits`` windows of ``test_chunks`` chunks: fold j tests on the rows of chunks
+    ``c_s .. c_{s + test_chunks - 1}`` with ``s = K - (n_splits - j) * test_chunks``, and
+    trains on the rows of chunks up to ``c_{s - gap - 1}``. Folds come in time order, every
+    test row is later than every train row, and training sets grow. ``X`` may be a DataFrame
+    with a ``chunk`` column or an array of shape (n, 3), so the splitter serves as ``cv=`` in
+    `~sklearn.model_selection.GridSearchCV`.
+
+    Parameters
+    ----------
+    n_splits : int, default=3
+        Number of folds.
+    test_chunks : int or None, default=1
+        Chunks per test fold. None divides the chunks after the first ``min_train_chunks +
+        gap`` evenly among the folds (the largest size that fits).
+    min_train_chunks : int, default=1
+        Fewest chunks the first fold trains on; a log too short for it is refused.
+    gap : int, default=0
+        Chunks left out between the training chunks and the test chunks of each fold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro.model_selection import ChunkSplit
+    >>> X = np.array([[1, 1, 0], [1, 2, 1], [2, 2, 2], [3, 1, 3]])
+    >>> for train, test in ChunkSplit(n_splits=2).split(X):
+    ...     print(train, test)
+    [0 1] [2]
+    [0 1 2] [3]
+    """
+
+    def __init__(self, n_splits: int = 3, *, test_chunks: int | None = 1,
+                 min_train_chunks: int = 1, gap: int = 0):
+        self.n_splits = n_splits
+        self.test_chunks = test_chunks
+        self.min_train_chunks = min_train_chunks
+        self.gap = gap
+
+    def _check_params(self) -> None:
+        for name, low in (("n_splits", 1), ("min_train_chunks", 1), ("gap", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, Integral) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+        t = self.test_chunks
+        if t is not None and (not isinstance(t, Integral) or isinstance(t, bool) or t < 1):
+            raise ValueError(f"test_chunks must be an integer >= 1 or None; got {t!r}.")
+
+    def _folds(self, chunk: np.ndarray):
+        """``(train_last, test_first, test_last)`` chunk values of each fold."""
+        self._check_params()
+        values = np.unique(chunk)
+        n_chunks = values.shape[0]
+        lead = self.min_train_chunks + self.gap
+        size = self.test_chunks
+        if size is None:
+            size = (n_chunks - lead) // self.n_splits
+        if size < 1 or lead + self.n_splits * size > n_chunks:
+            need = lead + self.n_splits * max(size, 1)
+            raise ValueError(
+                f"ChunkSplit(n_splits={self.n_splits}, test_chunks={self.test_chunks}, "
+                f"min_train_chunks={self.min_train_chunks}, gap={self.gap}) needs at least "
+                f"{need} distinct chunks; X has {n_chunks}."
+            )
+        folds = []
+        for j in range(self.n_splits):
+            start = n_chunks - (self.n_splits - j) * size
+            folds.append(
+                (values[start - self.gap - 1], values[start], values[start + size - 1])
+            )
+        return folds
+
+    def split(self, X, y=None, groups=None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield ``(train_rows, test_rows)`` of each fold, in time order.
+
+        Parameters
+        ----------
+        X : DataFrame with a ``chunk`` column, or array of shape (n, 3)
+            The engagement log.
+        y, groups : None
+            Ignored.
+
+        Yields
+        ------
+        train : ndarray
+            Row indices of the training chunks.
+        test : ndarray
+            Row indices of the test chunks.
+        """
+        chunk = _chunk_column(X)
+        for train_last, test_first, test_last in self._folds(chunk):
+            yield (
+                np.flatnonzero(chunk <= train_last),
+                np.flatnonzero((chunk >= test_first) & (chunk <= test_last)),
+            )
+
+    def _iter_test_indices(self, X=None, y=None, groups=None):
+        for _, test in self.split(X, y, groups):
+            yield test
+
+    def get_n_splits(self, X=None, y=None, groups=None) -> int:
+        """The number of folds, ``n_splits``.
+
+        Parameters
+        ----------
+        X, y, groups : object
+            Ignored.
+
+        Returns
+        -------
+        n_splits : int
+        """
+        self._check_params()
+        return self.n_splits
+
+
+def _final_recommender(estimator):
+    """The recommender answering for ``estimator``: itself or a Pipeline's last step."""
+    rec = estimator[-1] if isinstance(estimator, Pipeline) else estimator
+    if not hasattr(rec, "recommend"):
+        raise TypeError(
+            "estimator must be a recommender (with recommend and partial_fit) or a Pipeline "
+            f"whose last step is one; got {type(rec).__name__}."
+        )
+    check_is_fitted(rec, "item_ids_")
+    return rec
+
+
+def _partial_fit(estimator, X) -> None:
+    """``partial_fit`` of a recommender, or of a Pipeline: transform by all but its last step."""
+    if not isinstance(estimator, Pipeline):
+        estimator.partial_fit(X)
+        return
+    Xt = X
+    for _, step in estimator.steps[:-1]:
+        if step is None or (isinstance(step, str) and step == "passthrough"):
+            continue
+        Xt = step.transform(Xt)
+    estimator[-1].partial_fit(Xt)
+
+
+def _take_rows(X, rows: np.ndarray):
+    """Rows of a log, in the form it came in."""
+    if isinstance(X, EngagementLog):
+        return X.take(rows)
+    if hasattr(X, "iloc"):
+        return X.iloc[rows]
+    return np.asarray(X)[rows]
+
+
+def _check_m_values(m_values) -> np.ndarray:
+    values = np.unique(np.atleast_1d(np.asarray(m_values)))
+    if values.size == 0 or values.dtype.kind not in "iu" or values[0] < 1:
+        raise ValueError(f"m_values must be integers >= 1; got {m_values!r}.")
+    return values.astype(np.int64)
+
+
+def _is_warm(recommender, users: np.ndarray) -> np.ndarray:
+    """Whether each user has engagements the recommender has taken."""
+    index = recommender.user_ids_.lookup(users, name="users")
+    seen_users = recommender.seen_items_.user
+    if seen_users.size == 0:
+        return np.zeros(users.shape[0], bool)
+    pos = np.minimum(np.searchsorted(seen_users, index), seen_users.shape[0] - 1)
+    return (index >= 0) & (seen_users[pos] == index)
+
+
+def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen: bool):
+    """Users, warmth, relevant counts and metrics of one test chunk."""
+    users, user_code = np.unique(log.user, return_inverse=True)
+    items, item_code = np.unique(log.item, return_inverse=True)
+    user_code, item_code = user_code.ravel(), item_code.ravel()
+    order = np.lexsort((item_code, user_code))
+    u, i = user_code[order], item_code[order]
+    keep = np.ones(u.shape[0], bool)
+    keep[1:] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
+    u, i = u[keep], i[keep]
+    n_relevant = np.bincount(u, minlength=users.shape[0])
+    indptr = np.zeros(users.shape[0] + 1, np.int64)
+    np.cumsum(n_relevant, out=indptr[1:])
+    warm = _is_warm(recommender, users)
+    m = int(ks[-1])
+    parts: dict[str, list] = {}
+    for lo in range(0, users.shape[0], _USER_BLOCK):
+        hi = min(users.shape[0], lo + _USER_BLOCK)
+        rec_items, rec_scores = recommender.recommend(users[lo:hi], m, exclude_seen=exclude_seen)
+        pos = np.minimum(np.searchsorted(items, rec_items), items.shape[0] - 1)
+        found = (items[pos] == rec_items) & np.isfinite(rec_scores)
+        codes = np.where(found, pos, -1).astype(np.int64)
+        block_indptr = indptr[lo : hi + 1] - indptr[lo]
+        rel = i[indptr[lo] : indptr[hi]].astype(np.int64)
+        for name, value in _metrics_of_codes(codes, block_indptr, rel, ks).items():
+            parts.setdefault(name, []).append(value)
+    scores = {name: np.concatenate(values) for name, values in parts.items()}
+    return users, warm, n_relevant, scores
+
+
+def rolling_evaluate(
+    estimator,
+    X_test,
+    *,
+    m_values: int | Sequence[int] = (10, 25, 50, 100),
+    exclude_seen: bool = False,
+    copy: bool = True,
+    progress: bool = False,
+) -> RollingReport:
+    """Score a fitted recommender over the test chunks with the rolling protocol.
+
+    For each chunk of ``X_test`` in increasing order: every user engaging in it gets
+    ``recommend(users, max(m_values))`` from the recommender's state before that chunk (for
+    the first test chunk, the state right after ``fit``); the user's distinct items of the
+    chunk are the relevant set; then the recommender takes the chunk with ``partial_fit``.
+
+    Parameters
+    ----------
+    estimator : recommender or Pipeline whose last step is a recommender
+        Fitted on the chunks before ``X_test``. A Pipeline takes each chunk through the
+        ``transform`` of its other steps, then its last step's ``partial_fit``.
+    X_test : DataFrame with columns user, item, chunk, int array of shape (n, 3) or
+        EngagementLog
+        The test engagements; every chunk must be later than the recommender's latest.
+    m_values : int or sequence of int, default=(10, 25, 50, 100)
+        Cut-offs M of the metrics.
+    exclude_seen : bool, default=False
+        Passed to ``recommend``.
+    copy : bool, default=True
+        Evaluate a deep copy, leaving ``estimator`` as it was. With False the estimator
+        takes every test chunk and is left in the state after the last.
+    progress : bool, default=False
+        Show a progress bar over the chunks (tqdm).
+
+    Returns
+    -------
+    report : RollingReport
+        The metrics of every (user, chunk) point and their aggregates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro.baselines import PopularityRecommender
+    >>> from sklearn_micro.model_selection import rolling_evaluate
+    >>> train = np.array([[1, 10, 0], [2, 10, 0], [2, 11, 0]])
+    >>> test = np.array([[1, 10, 1], [3, 12, 1], [1, 12, 2], [2, 12, 2]])
+    >>> report = rolling_evaluate(PopularityRecommender().fit(train), test, m_values=(1, 2))
+    >>> report.overall()["recall@2"]
+    np.float64(0.75)
+    """
+    log = check_log(X_test, input_name="X_test")
+    ks = _check_m_values(m_values)
+    model = copy_module.deepcopy(estimator) if copy else estimator
+    recommender = _final_recommender(model)
+    latest = getattr(recommender, "latest_chunk_", None)
+    first = int(log.chunk.min())
+    if latest is not None and first <= latest:
+        raise ValueError(
+            f"X_test starts at chunk {first}, not after chunk {latest}, the latest the "
+            "estimator has taken; the rolling protocol needs test chunks after training."
+        )
+    chunks = list(iter_chunks(log.chunk))
+    steps = chunks
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = tqdm(chunks, desc="chunks", unit="chunk")
+    columns: dict[str, list] = {"chunk": [], "user": [], "warm": [], "n_relevant": []}
+    metric_parts: dict[str, list] = {}
+    for pos, (chunk, rows) in enumerate(steps):
+        recommender = _final_recommender(model)
+        users, warm, n_relevant, scores = _chunk_points(
+            recommender, log.take(rows), ks, exclude_seen
+        )
+        columns["chunk"].append(np.full(users.shape[0], chunk, np.int64))
+        columns["user"].append(users)
+        columns["warm"].append(warm)
+        columns["n_relevant"].append(n_relevant.astype(np.int64))
+        for name, value in scores.items():
+            metric_parts.setdefault(name, []).append(value)
+        if not copy or pos < len(chunks) - 1:
+            _partial_fit(model, _take_rows(X_test, rows))
+    points = {name: np.concatenate(parts) for name, parts in columns.items()}
+    metric_names = [f"{name}@{k}" for name in METRICS for k in ks.tolist()]
+    for name in metric_names:
+        points[name] = np.concatenate(metric_parts[name])
+    return RollingReport(points, metric_names)
+
+
+def _pandas():
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is optional
+        return None
+    return pd
+
+
+class RollingReport:
+    """The metrics of every (user, chunk) point of a rolling evaluation, and aggregates.
+
+    Tables come as pandas objects when pandas is installed, otherwise as dicts of arrays
+    (or of floats for a single row).
+
+    Parameters
+    ----------
+    points : dict of str to ndarray
+        Columns ``chunk``, ``user``, ``warm``, ``n_relevant`` and one per metric.
+    metric_names : list of str
+        The metric columns, like ``"recall@100"``.
+    """
+
+    def __init__(self, points: dict[str, np.ndarray], metric_names: list[str]):
+        self._points = points
+        self.metric_names = list(metric_names)
+
+    def __len__(self) -> int:
+        return self._points["chunk"].shape[0]
+
+    @property
+    def points(self):
+        """Every (user, chunk) point: chunk, user, warm, n_relevant and each metric.
+
+        ``warm`` tells whether the user had engagements the recommender had taken before
+        that chunk.
+        """
+        pd = _pandas()
+        if pd is None:
+            return {name: value.copy() for name, value in self._points.items()}
+        return pd.DataFrame(self._points)
+
+    def _means(self, mask=None) -> dict[str, float]:
+        out = {}
+        for name in self.metric_names:
+            values = self._points[name] if mask is None else self._points[name][mask]
+            out[name] = float(values.mean()) if values.size else float("nan")
+        return out
+
+    def _group(self, key: np.ndarray, index_name: str):
+        keys, inverse = np.unique(key, return_inverse=True)
+        inverse = inverse.ravel()
+        counts = np.bincount(inverse, minlength=keys.shape[0])
+        table = {index_name: keys, "n_points": counts}
+        for name in self.metric_names:
+            sums = np.bincount(inverse, weights=self._points[name], minlength=keys.shape[0])
+            table[name] = sums / counts
+        return table
+
+    @staticmethod
+    def _frame(table: dict, index_name: str):
+        pd = _pandas()
+        if pd is None:
+            return table
+        return pd.DataFrame(table).set_index(index_name)
+
+    @staticmethod
+    def _series(row: dict, name: str):
+        pd = _pandas()
+        if pd is None:
+            return row
+        return pd.Series(row, name=name)
+
+    def overall(self, *, by_warm: bool = False):
+        """Mean of each metric over all (user, chunk) points.
+
+        Parameters
+        ----------
+        by_warm : bool, default=False
+            Also give the means over warm points (the user had engagements before the
+            chunk) and cold ones, as rows ``all``, ``warm`` and ``cold``.
+
+        Returns
+        -------
+        means : Series (dict) of metric to mean, or DataFrame (dict of columns) with
+            by_warm and a column ``n_points``.
+        """
+        if not by_warm:
+            return self._series(self._means(), "overall")
+        warm = self._points["warm"]
+        rows = {"all": None, "warm": warm, "cold": ~warm}
+        table = {"points": np.array(list(rows))}
+        table["n_points"] = np.array(
+            [len(self) if m is None else int(m.sum()) for m in rows.values()]
+        )
+        means = [self._means(m) for m in rows.values()]
+        for name in self.metric_names:
+            table[name] = np.array([row[name] for row in means])
+        return self._frame(table, "points")
+
+    def per_chunk(self):
+        """Mean of each metric over the users of each chunk: a curve over time.
+
+        Returns
+        -------
+        table : DataFrame (dict of columns) indexed by chunk, with ``n_points``.
+        """
+        return self._frame(self._group(self._points["chunk"], "chunk"), "chunk")
+
+    def per_user(self, *, by_user: bool = False):
+        """The per-user aggregate over all chunks: each user's mean, then the mean over users.
+
+        A user counts once however many chunks they engaged in, unlike `overall`, where each
+        (user, chunk) point counts once.
+
+        Parameters
+        ----------
+        by_user : bool, default=False
+            Return each user's means instead (a table indexed by user, with ``n_points``).
+
+        Returns
+        -------
+        means : Series (dict) of metric to the mean over users, or the per-user table.
+        """
+        table = self._group(self._points["user"], "user")
+        if by_user:
+            return self._frame(table, "user")
+        return self._series(
+            {name: float(table[name].mean()) for name in self.metric_names}, "per_user"
+        )
+
+    def to_frame(self):
+        """The summary table: overall (all, warm, cold points) and per-user means.
+
+        Returns
+        -------
+        table : DataFrame (dict of columns) with rows ``overall``, ``overall (warm)``,
+            ``overall (cold)`` and ``per-user``, and the metrics as columns.
+        """
+        by_warm = self.overall(by_warm=True)
+        per_user = self.per_user()
+        if _pandas() is None:
+            rows = ["overall", "overall (warm)", "overall (cold)", "per-user"]
+            table = {"aggregate": np.array(rows)}
+            for name in self.metric_names:
+                table[name] = np.append(by_warm[name], per_user[name])
+            return table
+        frame = by_warm[self.metric_names].copy()
+        frame.index = ["overall", "overall (warm)", "overall (cold)"]
+        frame.loc["per-user"] = per_user
+        frame.index.name = "aggregate"
+        return frame
+
+    def summary(self, *, digits: int = 4) -> str:
+        """The summary table as text."""
+        by_warm = self.overall(by_warm=True)
+        per_user = self.per_user()
+        rows = ["overall", "overall (warm)", "overall (cold)", "per-user"]
+        values = [[np.asarray(by_warm[name])[j] for name in self.metric_names]
+                  for j in range(3)]
+        values.append([per_user[name] for name in self.metric_names])
+        width = max(len(r) for r in rows)
+        cells = [[f"{v:.{digits}f}" for v in row] for row in values]
+        col = [max(len(name), digits + 2) for name in self.metric_names]
+        lines = [" " * width + "  " + "  ".join(n.rjust(w) for n, w in
+                                                  zip(self.metric_names, col, strict=True))]
+        for label, row in zip(rows, cells, strict=True):
+            lines.append(label.ljust(width) + "  " + "  ".join(
+                c.rjust(w) for c, w in zip(row, col, strict=True)))
+        n_warm = int(self._points["warm"].sum())
+        lines.append(
+            f"{len(self)} (user, chunk) points, {n_warm} warm; "
+            f"{np.unique(self._points['user']).shape[0]} users, "
+            f"{np.unique(self._points['chunk']).shape[0]} chunks"
+        )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"RollingReport(\n{self.summary()}\n)"
+
+
+class RollingScorer:
+    """Scorer running `rolling_evaluate` on a deep copy: ``scorer(estimator, X) -> dict``.
+
+    Made by `make_rolling_scorer`; see there.
+    """
+
+    def __init__(self, m_values=(10, 25, 50, 100), metrics=METRICS, *,
+                 exclude_seen: bool = False, aggregate: str = "overall"):
+        self.m_values = m_values
+        self.metrics = metrics
+        self.exclude_seen = exclude_seen
+        self.aggregate = aggregate
+
+    def __call__(self, estimator, X, y=None) -> dict[str, float]:
+        report = rolling_evaluate(
+            estimator, X, m_values=self.m_values, exclude_seen=self.exclude_seen, copy=True
+        )
+        means = report._means() if self.aggregate == "overall" else report.per_user()
+        names = [f"{name}@{k}" for name in self.metrics for k in _check_m_values(self.m_values)]
+        return {name: float(means[name]) for name in names}
+
+    def __repr__(self) -> str:
+        return (
+            f"make_rolling_scorer(m_values={self.m_values!r}, metrics={self.metrics!r}, "
+            f"exclude_seen={self.exclude_seen!r}, aggregate={self.aggregate!r})"
+        )
+
+
+def make_rolling_scorer(
+    m_values: int | Sequence[int] = (10, 25, 50, 100),
+    metrics: str | Sequence[str] = METRICS,
+    *,
+    exclude_seen: bool = False,
+    aggregate: str = "overall",
+) -> RollingScorer:
+    """A multi-metric scorer for `GridSearchCV` and `cross_validate`.
+
+    The scorer takes ``(estimator, X, y=None)``, runs `rolling_evaluate` on a deep copy of
+    the fitted estimator over the test rows ``X`` (so the estimator it is given is left as it
+    was, and one fold's ``partial_fit`` never reaches another), and returns a dict of floats
+    with keys like ``"recall@100"``. Pass it as ``scoring=`` with ``refit="recall@100"``
+    and ``cv=ChunkSplit(...)``.
+
+    Parameters
+    ----------
+    m_values : int or sequence of int, default=(10, 25, 50, 100)
+        Cut-offs M.
+    metrics : str or sequence of {"recall", "mrr", "ndcg"}, default=all three
+        Metrics to report.
+    exclude_seen : bool, default=False
+        Passed to ``recommend``.
+    aggregate : {"overall", "per_user"}, default="overall"
+        "overall" averages over all (user, chunk) points; "per_user" averages each user's
+        mean over the users.
+
+    Returns
+    -------
+    scorer : RollingScorer
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from sklearn.model_selection import GridSearchCV
+    >>> from sklearn_micro.baselines import PopularityRecommender
+    >>> from sklearn_micro.model_selection import ChunkSplit, make_rolling_scorer
+    >>> X = pd.DataFrame({"user": [1, 2, 1, 2, 3, 1, 3], "item": [5, 5, 5, 5, 6, 5, 5],
+    ...                   "chunk": [0, 0, 1, 1, 2, 3, 3]})
+    >>> search = GridSearchCV(
+    ...     PopularityRecommender(), {"window": [1, 2]}, cv=ChunkSplit(n_splits=2),
+    ...     scoring=make_rolling_scorer(m_values=1, metrics="recall"), refit="recall@1",
+    ... ).fit(X)
+    >>> search.best_params_
+    {'window': 2}
+    """
+    names = (metrics,) if isinstance(metrics, str) else tuple(metrics)
+    unknown = [name for name in names if name not in METRICS]
+    if unknown or not names:
+        raise ValueError(f"metrics must be among {list(METRICS)}; got {list(names)}.")
+    if aggregate not in ("overall", "per_user"):
+        raise ValueError(f"aggregate must be 'overall' or 'per_user'; got {aggregate!r}.")
+    _check_m_values(m_values)
+    return RollingScorer(m_values, names, exclude_seen=exclude_seen, aggregate=aggregate)

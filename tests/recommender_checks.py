@@ -1,0 +1,343 @@
+"""Checks that every recommender of the package passes: the recommender protocol.
+
+A check takes ``(factory, X_train, X_next)``: ``factory()`` returns an unfitted recommender
+(or a Pipeline whose last step is one) with its randomness fixed, ``X_train`` is a training
+log and ``X_next`` holds two or more later chunks, both DataFrames with int64 ids. Run them
+all with `check_recommender`, or parametrize a test over `CHECKS`::
+
+    @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+    def test_protocol(check):
+        X_train, X_next = make_log()
+        check(lambda: MyRecommender(random_state=0), X_train, X_next)
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_array_equal
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.exceptions import NotFittedError
+
+from sklearn_micro._log import EmbeddedLog, Vocabulary, check_log
+from sklearn_micro.model_selection import _final_recommender, _partial_fit
+
+__all__ = ["CHECKS", "FixedEmbedder", "check_recommender", "make_log"]
+
+
+def make_log(seed: int = 0, *, n_chunks: int = 6, n_train: int = 4, per_chunk: int = 40):
+    """A small log with ephemeral items, repeat engagements and users arriving over time.
+
+    Chunk ``c`` draws its items from a pool that shifts by six new items per chunk, and its
+    users from a pool that grows by three per chunk. Ids are offset so that external ids
+    differ from internal indices. Returns ``(X_train, X_next)``: the first ``n_train``
+    chunks and the rest.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c in range(n_chunks):
+        pool = np.arange(6 * c, 6 * c + 12)
+        weights = 1.0 / np.arange(1, pool.size + 1)
+        for _ in range(per_chunk):
+            user = rng.integers(0, 20 + 3 * c)
+            item = rng.choice(pool, p=weights / weights.sum())
+            rows.append((1000 + user, 5000 + item, c))
+            if rng.random() < 0.2:
+                rows.append((1000 + user, 5000 + item, c))
+    X = pd.DataFrame(rows, columns=["user", "item", "chunk"]).astype(np.int64)
+    return (
+        X[X.chunk < n_train].reset_index(drop=True),
+        X[X.chunk >= n_train].reset_index(drop=True),
+    )
+
+
+class FixedEmbedder(TransformerMixin, BaseEstimator):
+    """A stand-in for GraphEmbedder in tests: fixed random vectors for the log's ids."""
+
+    def __init__(self, n_components: int = 8, random_state: int = 0):
+        self.n_components = n_components
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        log = check_log(X)
+        rng = np.random.default_rng(self.random_state)
+        self.user_ids_ = Vocabulary.from_ids(log.user)
+        self.item_ids_ = Vocabulary.from_ids(log.item)
+        self.user_vectors_ = rng.normal(size=(len(self.user_ids_), self.n_components))
+        self.item_vectors_ = rng.normal(size=(len(self.item_ids_), self.n_components))
+        return self
+
+    def transform(self, X):
+        return EmbeddedLog(
+            check_log(X), self.user_ids_, self.item_ids_, self.user_vectors_,
+            self.item_vectors_,
+        )
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _chunks(X):
+    return [X[X.chunk == c] for c in sorted(X.chunk.unique())]
+
+
+def _fitted(factory, X_train, X_next=None):
+    est = factory().fit(X_train)
+    if X_next is not None:
+        _partial_fit(est, X_next)
+    return est
+
+
+def _recommend(est, users, m, exclude_seen=False):
+    return _final_recommender(est).recommend(users, m, exclude_seen=exclude_seen)
+
+
+def _query_users(X_train, X_next):
+    """Users of the training log, users new in X_next and two never seen."""
+    train = np.unique(X_train.user)
+    new = np.setdiff1d(np.unique(X_next.user), train)
+    return np.concatenate([train[:12], new[:3], [-5, 10**12]]).astype(np.int64)
+
+
+def _assert_same(a, b):
+    assert_array_equal(a[0], b[0])
+    assert_array_equal(a[1], b[1])
+
+
+def _padding(items):
+    return "" if items.dtype.kind == "U" else -1
+
+
+def _assert_valid_rows(items, scores, known_items):
+    pad = _padding(items)
+    padded = np.isneginf(scores)
+    assert_array_equal(padded, items == pad)
+    assert not np.isnan(scores).any()
+    for row, row_pad in zip(items, padded, strict=True):
+        # padding only at the end of a row
+        if row_pad.any():
+            assert row_pad[np.argmax(row_pad):].all()
+        ids = row[~row_pad]
+        assert np.unique(ids).shape[0] == ids.shape[0], f"repeated ids in a row: {row}"
+        assert np.isin(ids, known_items).all()
+    for row, row_pad in zip(scores, padded, strict=True):
+        kept = row[~row_pad]
+        assert (np.diff(kept) <= 0).all(), f"scores increase along a row: {row}"
+
+
+# -- the checks ------------------------------------------------------------------------------
+
+
+def check_not_fitted(factory, X_train, X_next):
+    est = factory()
+    rec = est[-1] if hasattr(est, "steps") else est
+    with pytest.raises(NotFittedError):
+        rec.recommend([1], 3)
+
+
+def check_recommend_shapes(factory, X_train, X_next):
+    est = _fitted(factory, X_train)
+    users = _query_users(X_train, X_next)
+    for m in (1, 7):
+        items, scores = _recommend(est, users, m)
+        assert items.shape == scores.shape == (users.shape[0], m)
+        assert items.dtype == np.int64
+        assert scores.dtype == np.float64
+    items, scores = _recommend(est, users[:0], 4)
+    assert items.shape == scores.shape == (0, 4)
+    with pytest.raises(ValueError, match="m must be"):
+        _recommend(est, users, 0)
+
+
+def check_rows_valid(factory, X_train, X_next):
+    """Unique ids per row (ignoring padding), known items, scores non-increasing."""
+    known = np.unique(np.concatenate([X_train.item, X_next.item]))
+    est = _fitted(factory, X_train)
+    users = _query_users(X_train, X_next)
+    for exclude_seen in (False, True):
+        _assert_valid_rows(*_recommend(est, users, 15, exclude_seen), known)
+    _partial_fit(est, X_next)
+    for exclude_seen in (False, True):
+        _assert_valid_rows(*_recommend(est, users, 15, exclude_seen), known)
+
+
+def check_batch_equals_single(factory, X_train, X_next):
+    users = _query_users(X_train, X_next)
+    for est in (_fitted(factory, X_train), _fitted(factory, X_train, X_next)):
+        for exclude_seen in (False, True):
+            batch = _recommend(est, users, 10, exclude_seen)
+            single = [_recommend(est, [u], 10, exclude_seen) for u in users]
+            _assert_same(batch, (np.vstack([s[0] for s in single]),
+                                 np.vstack([s[1] for s in single])))
+
+
+def check_pickle_round_trip(factory, X_train, X_next):
+    users = _query_users(X_train, X_next)
+    first, *rest = _chunks(X_next)
+    est = _fitted(factory, X_train, first)
+    before = _recommend(est, users, 10), _recommend(est, users, 10, True)
+    restored = pickle.loads(pickle.dumps(est))
+    _assert_same(_recommend(restored, users, 10), before[0])
+    _assert_same(_recommend(restored, users, 10, True), before[1])
+    # the restored recommender carries on like the original
+    for chunk in rest:
+        _partial_fit(est, chunk)
+        _partial_fit(restored, chunk)
+    _assert_same(_recommend(restored, users, 10), _recommend(est, users, 10))
+
+
+def check_refuses_older_chunk(factory, X_train, X_next):
+    users = _query_users(X_train, X_next)
+    first, second, *_ = _chunks(X_next)
+    est = _fitted(factory, X_train, second)
+    before = _recommend(est, users, 10), _recommend(est, users, 10, True)
+    latest = int(second.chunk.iloc[0])
+    older = int(first.chunk.iloc[0])
+    with pytest.raises(ValueError, match=rf"(?s)(\b{older}\b.*\b{latest}\b)|"
+                                         rf"(\b{latest}\b.*\b{older}\b)"):
+        _partial_fit(est, first)
+    _assert_same(_recommend(est, users, 10), before[0])
+    _assert_same(_recommend(est, users, 10, True), before[1])
+    # a log mixing new rows with an older one is refused as a whole
+    mixed = pd.concat([second.assign(chunk=latest + 1), first.iloc[:1]], ignore_index=True)
+    with pytest.raises(ValueError):
+        _partial_fit(est, mixed)
+    _assert_same(_recommend(est, users, 10), before[0])
+    _assert_same(_recommend(est, users, 10, True), before[1])
+
+
+def check_refuses_empty_log(factory, X_train, X_next):
+    empty = X_train.iloc[:0]
+    with pytest.raises(ValueError, match="empty"):
+        factory().fit(empty)
+    users = _query_users(X_train, X_next)
+    est = _fitted(factory, X_train)
+    before = _recommend(est, users, 10)
+    with pytest.raises(ValueError, match="empty"):
+        _partial_fit(est, empty)
+    _assert_same(_recommend(est, users, 10), before)
+
+
+def check_unseen_users(factory, X_train, X_next):
+    """Users never seen get an answer, the same for all of them."""
+    for est in (_fitted(factory, X_train), _fitted(factory, X_train, X_next)):
+        items, scores = _recommend(est, [-5, 10**12, 77777], 10)
+        assert (items[:, 0] != -1).all()
+        assert_array_equal(items[0], items[1])
+        assert_array_equal(items[0], items[2])
+
+
+def check_exclude_seen(factory, X_train, X_next):
+    users = _query_users(X_train, X_next)
+    for log, est in ((X_train, _fitted(factory, X_train)),
+                     (pd.concat([X_train, X_next]), _fitted(factory, X_train, X_next))):
+        items, _ = _recommend(est, users, 30, exclude_seen=True)
+        for user, row in zip(users, items, strict=True):
+            seen = log.item[log.user == user].to_numpy()
+            assert not np.isin(row, seen).any(), f"user {user} got seen items"
+
+
+def check_pads_when_few_candidates(factory, X_train, X_next):
+    n_items = np.unique(np.concatenate([X_train.item, X_next.item])).shape[0]
+    m = n_items + 5
+    users = _query_users(X_train, X_next)
+    for est in (_fitted(factory, X_train), _fitted(factory, X_train, X_next)):
+        items, scores = _recommend(est, users, m)
+        assert (items[:, -5:] == -1).all()
+        assert np.isneginf(scores[:, -5:]).all()
+
+
+def check_string_ids(factory, X_train, X_next):
+    def to_str(X):
+        return X.assign(user="u" + X.user.astype(str), item="i" + X.item.astype(str))
+
+    S_train, S_next = to_str(X_train), to_str(X_next)
+    known = np.unique(np.concatenate([S_train.item, S_next.item]))
+    users = np.concatenate([S_train.user.unique()[:8], S_next.user.unique()[-3:], ["nobody"]])
+    est = _fitted(factory, S_train)
+    items, scores = _recommend(est, users, 10)
+    assert items.dtype.kind == "U"
+    _assert_valid_rows(items, scores, known)
+    _partial_fit(est, S_next)
+    items, scores = _recommend(est, users, 10, exclude_seen=True)
+    _assert_valid_rows(items, scores, known)
+    padded, _ = _recommend(est, users[:2], known.shape[0] + 3)
+    assert (padded[:, -3:] == "").all()
+    with pytest.raises(ValueError):
+        _recommend(est, [1, 2], 5)
+
+
+def check_new_items_recommended(factory, X_train, X_next):
+    """Items first engaged after fit can be recommended once taken by partial_fit."""
+    est = _fitted(factory, X_train, X_next)
+    new = np.setdiff1d(X_next.item.unique(), X_train.item.unique())
+    items, _ = _recommend(est, _query_users(X_train, X_next), 20)
+    assert np.isin(items, new).any()
+
+
+def check_fit_resets_and_clone(factory, X_train, X_next):
+    users = _query_users(X_train, X_next)
+    expected = _recommend(_fitted(factory, X_train), users, 10)
+    est = _fitted(factory, X_train, X_next)
+    est.fit(X_train)
+    _assert_same(_recommend(est, users, 10), expected)
+    _assert_same(_recommend(clone(est).fit(X_train), users, 10), expected)
+
+
+def check_chunks_at_once_equal_in_turn(factory, X_train, X_next):
+    users = _query_users(X_train, X_next)
+    at_once = _fitted(factory, X_train, X_next)
+    in_turn = _fitted(factory, X_train)
+    for chunk in _chunks(X_next):
+        _partial_fit(in_turn, chunk)
+    _assert_same(_recommend(at_once, users, 10), _recommend(in_turn, users, 10))
+
+
+def check_latest_chunk(factory, X_train, X_next):
+    est = _fitted(factory, X_train)
+    assert _final_recommender(est).latest_chunk_ == X_train.chunk.max()
+    _partial_fit(est, X_next)
+    assert _final_recommender(est).latest_chunk_ == X_next.chunk.max()
+
+
+CHECKS: list[Callable] = [
+    check_not_fitted,
+    check_recommend_shapes,
+    check_rows_valid,
+    check_batch_equals_single,
+    check_pickle_round_trip,
+    check_refuses_older_chunk,
+    check_refuses_empty_log,
+    check_unseen_users,
+    check_exclude_seen,
+    check_pads_when_few_candidates,
+    check_string_ids,
+    check_new_items_recommended,
+    check_fit_resets_and_clone,
+    check_chunks_at_once_equal_in_turn,
+    check_latest_chunk,
+]
+
+
+def check_recommender(factory, X_train=None, X_next=None, *, expected_failed=None):
+    """Run every check of `CHECKS` on ``factory``.
+
+    Parameters
+    ----------
+    factory : callable
+        Returns a new unfitted recommender, or a Pipeline ending in one.
+    X_train, X_next : DataFrame, optional
+        Training log and two or more later chunks; `make_log` by default.
+    expected_failed : dict of str to str, optional
+        Names of checks to skip, each with a one-line reason.
+    """
+    if X_train is None:
+        X_train, X_next = make_log()
+    expected_failed = expected_failed or {}
+    for check in CHECKS:
+        if check.__name__ not in expected_failed:
+            check(factory, X_train, X_next)

@@ -1,0 +1,393 @@
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from recommender_checks import CHECKS, FixedEmbedder, check_recommender, make_log
+from sklearn.pipeline import Pipeline
+from sklearn.utils.estimator_checks import (
+    check_get_params_invariance,
+    check_no_attributes_set_in_init,
+    check_parameters_default_constructible,
+    check_set_params,
+)
+
+from sklearn_micro._log import EmbeddedLog, Vocabulary, check_log
+from sklearn_micro.baselines import (
+    ALSRecommender,
+    ANNRecommender,
+    PopularityRecommender,
+    RecentItemsRecommender,
+)
+
+FACTORIES = {
+    "popularity": lambda: PopularityRecommender(),
+    "popularity-window3": lambda: PopularityRecommender(window=3),
+    "recent-items": lambda: RecentItemsRecommender(window=2),
+    "ann-exact": lambda: Pipeline(
+        [("embed", FixedEmbedder()), ("ann", ANNRecommender(window=2, method="exact"))]
+    ),
+    "als": lambda: ALSRecommender(n_components=4, iterations=3, window=2, random_state=0),
+}
+DATA = make_log()
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", list(FACTORIES))
+def test_recommender_protocol(name, check):
+    check(FACTORIES[name], *DATA)
+
+
+def test_check_recommender_runs_all_checks():
+    check_recommender(FACTORIES["popularity"], *make_log(seed=1))
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [PopularityRecommender(), RecentItemsRecommender(), ANNRecommender(), ALSRecommender()],
+    ids=lambda e: type(e).__name__,
+)
+def test_sklearn_conventions(estimator):
+    name = type(estimator).__name__
+    check_parameters_default_constructible(name, estimator)
+    check_no_attributes_set_in_init(name, estimator)
+    check_get_params_invariance(name, estimator)
+    check_set_params(name, estimator)
+
+
+@pytest.mark.parametrize("bad", [{"window": 0}, {"window": 1.5}])
+def test_window_is_validated(bad):
+    X_train, _ = DATA
+    with pytest.raises(ValueError, match="window"):
+        PopularityRecommender(**bad).fit(X_train)
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=["user", "item", "chunk"])
+
+
+# -- PopularityRecommender -----------------------------------------------------------------
+
+LOG = frame([
+    # chunk 0: item 10 three times, item 11 once
+    (1, 10, 0), (2, 10, 0), (3, 10, 0), (1, 11, 0),
+    # chunk 1: items 12 (2), 11 (2), 13 (1)
+    (1, 12, 1), (2, 12, 1), (2, 11, 1), (3, 11, 1), (4, 13, 1),
+])
+
+
+def test_popularity_latest_chunk():
+    rec = PopularityRecommender(window=1).fit(LOG)
+    items, scores = rec.recommend([1, 99], m=4)
+    # 11 and 12 tie at 2 engagements: the lower internal index (11) first
+    assert_array_equal(items, [[11, 12, 13, -1]] * 2)
+    assert_array_equal(scores, [[2, 2, 1, -np.inf]] * 2)
+
+
+def test_popularity_window_counts_and_tie_break_by_latest_chunk():
+    rec = PopularityRecommender(window=2).fit(LOG)
+    items, scores = rec.recommend([1], m=4)
+    # window counts: 10: 3, 11: 3, 12: 2, 13: 1; 10 and 11 tie, 11 is engaged in chunk 1
+    assert_array_equal(items, [[11, 10, 12, 13]])
+    assert_array_equal(scores, [[3, 3, 2, 1]])
+
+
+def test_popularity_exclude_seen_and_partial_fit():
+    rec = PopularityRecommender(window=1).fit(LOG)
+    items, _ = rec.recommend([2], m=3, exclude_seen=True)
+    assert_array_equal(items, [[13, -1, -1]])
+    rec.partial_fit(frame([(5, 14, 3), (6, 14, 3), (5, 10, 3)]))
+    assert rec.latest_chunk_ == 3
+    assert_array_equal(rec.recommend([1], m=3)[0], [[14, 10, -1]])
+
+
+def test_popularity_window_spans_partial_fit_chunks():
+    rec = PopularityRecommender(window=2).fit(LOG)
+    rec.partial_fit(frame([(5, 14, 2), (6, 14, 2), (7, 14, 2)]))
+    items, scores = rec.recommend([1], m=5)
+    assert_array_equal(items, [[14, 11, 12, 13, -1]])
+    assert_array_equal(scores[0, :4], [3, 2, 2, 1])
+
+
+def test_partial_fit_same_chunk_appends():
+    rec = PopularityRecommender().fit(LOG)
+    rec.partial_fit(frame([(9, 13, 1), (9, 13, 1)]))
+    assert_array_equal(rec.recommend([1], 2)[0], [[13, 11]])
+
+
+def test_partial_fit_error_names_both_chunks_and_keeps_state():
+    rec = PopularityRecommender().fit(LOG)
+    before = pickle.dumps(rec)
+    with pytest.raises(ValueError, match=r"chunk 0.*latest chunk 1"):
+        rec.partial_fit(frame([(1, 10, 0)]))
+    with pytest.raises(ValueError, match="str ids"):
+        rec.partial_fit(frame([("a", "b", 2)]))
+    assert pickle.dumps(rec) == before
+
+
+def test_partial_fit_unfitted_is_fit():
+    a = PopularityRecommender(window=2).partial_fit(LOG)
+    b = PopularityRecommender(window=2).fit(LOG)
+    assert pickle.dumps(a) == pickle.dumps(b)
+
+
+def test_accepts_arrays_and_logs():
+    arr = LOG.to_numpy()
+    for X in (arr, check_log(arr)):
+        items, _ = PopularityRecommender().fit(X).recommend([1], 3)
+        assert_array_equal(items, [[11, 12, 13]])
+
+
+# -- RecentItemsRecommender -----------------------------------------------------------------
+
+
+def test_recent_items_order_and_fill():
+    X = frame([
+        (1, 20, 0), (1, 20, 0), (1, 21, 0),   # user 1, chunk 0: 20 twice, 21 once
+        (1, 22, 1),                           # user 1, chunk 1: 22
+        (2, 23, 1), (3, 23, 1), (2, 24, 1),   # popularity of chunk 1: 23 (2), 22, 24
+    ])
+    rec = RecentItemsRecommender(window=2).fit(X)
+    items, scores = rec.recommend([1], m=5)
+    # most recent first (22), then by count within chunk 0 (20 before 21), then popularity
+    assert_array_equal(items, [[22, 20, 21, 23, 24]])
+    assert_allclose(scores[0, :3], [0.5, -1 + 2 / 3, -0.5])
+    assert (scores[0, 3:] < scores[0, 2]).all()
+    # a window of one chunk forgets chunk 0
+    items, _ = RecentItemsRecommender(window=1).fit(X).recommend([1], m=3)
+    assert_array_equal(items, [[22, 23, 24]])
+    # exclude_seen leaves only popularity
+    items, _ = rec.recommend([1], m=3, exclude_seen=True)
+    assert_array_equal(items, [[23, 24, -1]])
+
+
+def test_recent_items_ties_go_to_popular_items():
+    X = frame([(1, 30, 0), (1, 31, 0), (2, 31, 0), (3, 31, 0)])
+    items, _ = RecentItemsRecommender().fit(X).recommend([1], m=2)
+    assert_array_equal(items, [[31, 30]])
+
+
+def test_unseen_users_get_the_popularity_ranking():
+    X_train, X_next = DATA
+    pop = PopularityRecommender(window=1).fit(X_train).partial_fit(X_next)
+    expected = pop.recommend([-1], 10)[0]
+    for rec in (
+        RecentItemsRecommender(),
+        ALSRecommender(n_components=4, iterations=2, random_state=0),
+    ):
+        rec.fit(X_train).partial_fit(X_next)
+        assert_array_equal(rec.recommend([-1], 10)[0], expected)
+
+
+# -- ANNRecommender ------------------------------------------------------------------------
+
+
+def embedded(log_rows, user_vectors: dict, item_ids=()):
+    log = check_log(frame(log_rows))
+    users = Vocabulary(np.array(list(user_vectors), dtype=np.int64))
+    vectors = np.array(list(user_vectors.values()), dtype=float)
+    items = Vocabulary(np.array(sorted(item_ids), dtype=np.int64))
+    return EmbeddedLog(log, users, items, vectors, np.zeros((len(items), vectors.shape[1])))
+
+
+ANN_LOG = [
+    (1, 40, 0), (3, 40, 0),       # item 40: mean of (1, 0) and (0.6, 0.8)
+    (2, 41, 0),                   # item 41: (0, 1)
+    (4, 42, 0), (4, 42, 0), (4, 42, 0),  # item 42: user 4 has no vector
+]
+ANN_VECTORS = {1: [1.0, 0.0], 2: [0.0, 1.0], 3: [0.6, 0.8]}
+
+
+def test_ann_known_answer():
+    rec = ANNRecommender(method="exact").fit(embedded(ANN_LOG, ANN_VECTORS))
+    assert_array_equal(rec.candidate_items_, rec.item_ids_.lookup([40, 41]))
+    items, scores = rec.recommend([1, 2, 3, 4, 99], m=3)
+    v40 = np.array([1.6, 0.8]) / np.hypot(1.6, 0.8)
+    assert_array_equal(items[0], [40, 41, 42])
+    assert_allclose(scores[0, :2], [v40[0], 0.0], atol=1e-6)
+    assert_array_equal(items[1], [41, 40, 42])
+    assert_allclose(scores[1, :2], [1.0, v40[1]], atol=1e-6)
+    assert_array_equal(items[2, :2], [40, 41])
+    # user 4 (no vector) and user 99 (unseen) get the latest chunk's popularity
+    assert_array_equal(items[3], [42, 40, 41])
+    assert_array_equal(items[4], [42, 40, 41])
+    assert scores[0, 2] < scores[0, 1]
+
+
+def test_ann_partial_fit_rebuilds_items_from_the_window():
+    rec = ANNRecommender(method="exact").fit(embedded(ANN_LOG, ANN_VECTORS))
+    rec.partial_fit(frame([(2, 50, 1), (3, 51, 1), (9, 52, 1)]))
+    # only chunk 1's items are candidates; 52's engager has no vector
+    assert_array_equal(rec.item_ids_.ids[rec.candidate_items_], [50, 51])
+    items, _ = rec.recommend([2, 9], m=3)
+    assert_array_equal(items[0], [50, 51, 52])
+    # user 9 has no vector: popularity of chunk 1, ties by index
+    assert_array_equal(items[1], [50, 51, 52])
+
+
+def test_ann_takes_vectors_carried_by_partial_fit():
+    rec = ANNRecommender(method="exact").fit(embedded(ANN_LOG, ANN_VECTORS))
+    chunk = embedded([(9, 40, 1), (1, 41, 1)], {**ANN_VECTORS, 9: [0.0, 1.0]}, [40, 41])
+    rec.partial_fit(chunk)
+    assert_array_equal(rec.recommend([9], 2)[0], [[40, 41]])
+
+
+def test_ann_needs_an_embedded_log():
+    with pytest.raises(TypeError, match="GraphEmbedder"):
+        ANNRecommender().fit(frame(ANN_LOG))
+
+
+def test_ann_rejects_misshaped_vectors():
+    X = embedded(ANN_LOG, ANN_VECTORS)
+    bad = EmbeddedLog(X.log, X.user_ids, X.item_ids, X.user_vectors[:2], X.item_vectors)
+    with pytest.raises(ValueError, match="user_vectors"):
+        ANNRecommender().fit(bad)
+
+
+def test_ann_exact_search_is_blocked_and_exact(monkeypatch):
+    import sklearn_micro.baselines as baselines
+
+    rng = np.random.default_rng(0)
+    n_users, n_items, d = 50, 300, 6
+    rows = [(u, 1000 + int(i), 0) for u in range(n_users) for i in rng.choice(n_items, 4)]
+    vectors = {u: rng.normal(size=d) for u in range(n_users)}
+    X = embedded(rows, vectors)
+    rec = ANNRecommender(method="exact").fit(X)
+    expected = rec.recommend(np.arange(n_users), 20)
+    monkeypatch.setattr(baselines, "_ITEM_BLOCK", 7)
+    monkeypatch.setattr(baselines, "_BLOCK_SCORES", 30)
+    got = rec.recommend(np.arange(n_users), 20)
+    assert_array_equal(got[0], expected[0])
+    assert_array_equal(got[1], expected[1])
+    # the same ranking by brute force
+    items = rec.candidate_items_
+    queries = np.array([vectors[u] for u in range(n_users)], dtype=np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    sims = (queries.astype(np.float64) @ rec.item_vectors_.T.astype(np.float64))
+    sims = sims.astype(np.float32)
+    top = np.sort(sims, axis=1)[:, ::-1][:, :20]
+    assert_allclose(expected[1], top)
+    assert np.isin(rec.item_ids_.lookup(expected[0].ravel()), items).all()
+
+
+class ExactIndex:
+    """Answers like a pynndescent index, by brute force."""
+
+    def __init__(self, vectors):
+        self.vectors = vectors
+
+    def query(self, queries, k):
+        sims = queries @ self.vectors.T
+        order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        return order, 1.0 - np.take_along_axis(sims, order, axis=1)
+
+
+def test_ann_index_path(monkeypatch):
+    rng = np.random.default_rng(2)
+    n_users, n_items, d = 40, 120, 5
+    rows = [(u, int(i), 0) for u in range(n_users) for i in rng.choice(n_items, 8)]
+    X = embedded(rows, {u: rng.normal(size=d) for u in range(n_users)})
+    exact = ANNRecommender(method="exact").fit(X)
+    approx = ANNRecommender(method="nndescent", n_neighbors=5).fit(X)
+    monkeypatch.setattr(ANNRecommender, "_get_index", lambda self: ExactIndex(
+        self.item_vectors_))
+    users = np.arange(n_users)
+    for exclude_seen in (False, True):
+        a = exact.recommend(users, 12, exclude_seen=exclude_seen)
+        b = approx.recommend(users, 12, exclude_seen=exclude_seen)
+        assert_array_equal(a[0], b[0])
+        assert_allclose(a[1], b[1], atol=1e-6)
+        single = np.vstack([approx.recommend([u], 12, exclude_seen=exclude_seen)[0]
+                            for u in users])
+        assert_array_equal(single, b[0])
+    # with seen items left out, the index is asked for enough neighbours to fill every row
+    items, _ = approx.recommend(users, 12, exclude_seen=True)
+    assert (items != -1).all()
+
+
+def test_ann_method_auto_searches_small_sets_exactly():
+    X = embedded(ANN_LOG, ANN_VECTORS)
+    for method in ("auto", "nndescent"):
+        rec = ANNRecommender(method=method, n_neighbors=5).fit(X)
+        assert not rec._uses_index()
+
+
+@pytest.mark.slow
+def test_ann_nndescent_matches_exact_search(request):
+    if "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("NNDescent compiles for about a minute on first use; run with -m slow")
+    rng = np.random.default_rng(1)
+    n_users, n_items, d = 300, 600, 8
+    rows = [(u, int(i), 0) for u in range(n_users) for i in rng.choice(n_items, 6)]
+    vectors = {u: rng.normal(size=d) for u in range(n_users)}
+    X = embedded(rows, vectors)
+    exact = ANNRecommender(method="exact").fit(X)
+    approx = ANNRecommender(method="nndescent", n_neighbors=15, random_state=0).fit(X)
+    users = np.arange(n_users)
+    a, _ = exact.recommend(users, 10)
+    b, scores = approx.recommend(users, 10)
+    overlap = np.mean([np.isin(x, y).mean() for x, y in zip(a, b, strict=True)])
+    assert overlap > 0.9
+    assert (np.diff(scores, axis=1) <= 0).all()
+    single = np.vstack([approx.recommend([u], 10, exclude_seen=True)[0] for u in users[:20]])
+    assert_array_equal(approx.recommend(users[:20], 10, exclude_seen=True)[0], single)
+    restored = pickle.loads(pickle.dumps(approx))
+    assert_array_equal(restored.recommend(users, 10)[0], b)
+
+
+# -- ALSRecommender ------------------------------------------------------------------------
+
+
+def test_als_state_is_arrays():
+    X_train, X_next = DATA
+    rec = ALSRecommender(n_components=4, iterations=3, random_state=0).fit(X_train)
+    rec.partial_fit(X_next)
+    for name, value in vars(rec).items():
+        assert "implicit" not in type(value).__module__, name
+    assert rec.user_factors_.shape == (len(rec.user_ids_), 4)
+    assert rec.item_factors_.shape == (len(rec.item_ids_), 4)
+
+
+def test_als_recovers_two_blocks():
+    # two groups of users, each engaging with its own items
+    rows = [(u, 100 + i, 0) for u in range(10) for i in range(5)]
+    rows += [(u, 200 + i, 0) for u in range(10, 20) for i in range(5)]
+    rec = ALSRecommender(n_components=2, iterations=10, regularization=0.1, random_state=0)
+    rec.fit(frame(rows))
+    items, _ = rec.recommend([0, 15], m=5)
+    assert set(items[0]) == set(range(100, 105))
+    assert set(items[1]) == set(range(200, 205))
+
+
+def test_als_folds_in_new_items_and_users():
+    rows = [(u, 100 + i, 0) for u in range(10) for i in range(5)]
+    rows += [(u, 200 + i, 0) for u in range(10, 20) for i in range(5)]
+    rec = ALSRecommender(n_components=2, iterations=10, regularization=0.1, random_state=0)
+    rec.fit(frame(rows))
+    # new item 300 is engaged by the first group, 301 by the second;
+    # new user 50 engages with the first group's new item
+    chunk = [(u, 300, 1) for u in range(0, 6)] + [(u, 301, 1) for u in range(10, 16)]
+    chunk += [(50, 300, 1)]
+    rec.partial_fit(frame(chunk))
+    new_items = rec.item_ids_.lookup([300, 301])
+    assert (np.abs(rec.item_factors_[new_items]).sum(axis=1) > 0).all()
+    # the closed-form item step: the new item's vector solves the ALS normal equations
+    U = rec.user_factors_.astype(np.float64)
+    U[rec.user_ids_.lookup([50])] = 0.0  # folded in after the items of its chunk
+    engagers = rec.user_ids_.lookup(list(range(10, 16)))
+    p = np.zeros(U.shape[0])
+    p[engagers] = 1.0
+    A = U.T @ U + rec.regularization * np.eye(2)
+    assert_allclose(rec.item_factors_[new_items[1]], np.linalg.solve(A, U.T @ p), rtol=1e-3,
+                    atol=1e-4)
+    items, _ = rec.recommend([1, 12, 50], m=1)
+    assert_array_equal(items.ravel(), [300, 301, 300])
+
+
+def test_als_accepts_an_embedded_log():
+    X_train, _ = DATA
+    X = FixedEmbedder().fit(X_train).transform(X_train)
+    a = ALSRecommender(n_components=3, iterations=2, random_state=0).fit(X)
+    b = ALSRecommender(n_components=3, iterations=2, random_state=0).fit(X_train)
+    assert_array_equal(a.user_factors_, b.user_factors_)

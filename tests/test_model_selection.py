@@ -1,0 +1,301 @@
+import math
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from recommender_checks import FixedEmbedder, make_log
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, cross_validate
+from sklearn.pipeline import Pipeline
+
+import sklearn_micro.model_selection as model_selection
+from sklearn_micro._log import check_log
+from sklearn_micro.baselines import (
+    ANNRecommender,
+    PopularityRecommender,
+    RecentItemsRecommender,
+)
+from sklearn_micro.metrics import ranking_metrics
+from sklearn_micro.model_selection import (
+    ChunkSplit,
+    RollingReport,
+    make_rolling_scorer,
+    rolling_evaluate,
+)
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=["user", "item", "chunk"])
+
+
+# -- ChunkSplit ----------------------------------------------------------------------------
+
+
+def chunk_log(chunks, seed=0):
+    rng = np.random.default_rng(seed)
+    chunk = rng.permutation(np.repeat(chunks, 3))
+    return np.column_stack([rng.integers(0, 5, chunk.size), rng.integers(0, 5, chunk.size),
+                            chunk])
+
+
+@pytest.mark.parametrize("kind", ["array", "frame"])
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"n_splits": 2, "test_chunks": 2}, {"test_chunks": None}, {"gap": 1},
+     {"n_splits": 1, "min_train_chunks": 5}],
+)
+def test_chunk_split_moves_forward_in_time(kind, params):
+    X = chunk_log([0, 1, 2, 3, 4, 7, 9, 10])
+    if kind == "frame":
+        X = frame(X)
+    chunk = np.asarray(X)[:, 2]
+    cv = ChunkSplit(**params)
+    folds = list(cv.split(X))
+    assert len(folds) == cv.get_n_splits() == cv.get_n_splits(X)
+    previous_test_start = -np.inf
+    test_chunks = params.get("test_chunks", 1)
+    for train, test in folds:
+        assert train.size and test.size
+        assert chunk[train].max() < chunk[test].min()
+        assert previous_test_start < chunk[test].min()
+        previous_test_start = chunk[test].min()
+        if test_chunks is not None:
+            assert np.unique(chunk[test]).size == test_chunks
+        # the training set is every row up to its last chunk
+        assert_array_equal(train, np.flatnonzero(chunk <= chunk[train].max()))
+    last_train, last_test = folds[-1]
+    assert chunk[last_test].max() == chunk.max()
+
+
+def test_chunk_split_known_folds():
+    X = chunk_log([0, 1, 2, 3, 4, 5])
+    chunk = X[:, 2]
+    # test chunks 2-3, then 4-5; one chunk of gap before each
+    folds = list(ChunkSplit(n_splits=2, test_chunks=2, gap=1).split(X))
+    assert [np.unique(chunk[te]).tolist() for _, te in folds] == [[2, 3], [4, 5]]
+    assert [np.unique(chunk[tr]).tolist() for tr, _ in folds] == [[0], [0, 1, 2]]
+    folds = list(ChunkSplit(n_splits=2, test_chunks=None, min_train_chunks=2).split(X))
+    assert [np.unique(chunk[te]).tolist() for _, te in folds] == [[2, 3], [4, 5]]
+    assert [np.unique(chunk[tr]).tolist() for tr, _ in folds] == [[0, 1], [0, 1, 2, 3]]
+    folds = list(ChunkSplit(n_splits=3).split(X))
+    assert [np.unique(chunk[te]).tolist() for _, te in folds] == [[3], [4], [5]]
+
+
+def test_chunk_split_errors():
+    X = chunk_log([0, 1, 2])
+    with pytest.raises(ValueError, match="needs at least 4 distinct chunks; X has 3"):
+        list(ChunkSplit(n_splits=3).split(X))
+    with pytest.raises(ValueError, match="n_splits"):
+        ChunkSplit(n_splits=0).get_n_splits()
+    with pytest.raises(ValueError, match="test_chunks"):
+        list(ChunkSplit(test_chunks=0).split(X))
+    with pytest.raises(ValueError, match="chunk"):
+        list(ChunkSplit().split(np.zeros((4, 2))))
+
+
+def test_chunk_split_repr_and_log_input():
+    assert "ChunkSplit(gap=0, min_train_chunks=1, n_splits=3, test_chunks=1)" == repr(
+        ChunkSplit()
+    )
+    X = chunk_log([0, 1, 2, 3])
+    a = [t.tolist() for _, t in ChunkSplit().split(X)]
+    b = [t.tolist() for _, t in ChunkSplit().split(check_log(X))]
+    assert a == b
+
+
+# -- rolling_evaluate ----------------------------------------------------------------------
+
+TRAIN = frame([(1, 10, 0), (2, 10, 0), (2, 11, 0)])
+TEST = frame([(1, 10, 1), (3, 12, 1), (1, 12, 2), (2, 12, 2), (2, 12, 2)])
+
+
+def test_rolling_evaluate_known_answer():
+    rec = PopularityRecommender().fit(TRAIN)
+    report = rolling_evaluate(rec, TEST, m_values=(1, 2))
+    points = report.points
+    assert list(points.columns[:4]) == ["chunk", "user", "warm", "n_relevant"]
+    assert_array_equal(points.chunk, [1, 1, 2, 2])
+    assert_array_equal(points.user, [1, 3, 1, 2])
+    assert_array_equal(points.warm, [True, False, True, True])
+    assert_array_equal(points.n_relevant, [1, 1, 1, 1])
+    # chunk 1 is scored with chunk 0's popularity [10, 11]; chunk 2 with chunk 1's [10, 12]
+    assert_allclose(points["recall@1"], [1, 0, 0, 0])
+    assert_allclose(points["recall@2"], [1, 0, 1, 1])
+    assert_allclose(points["mrr@2"], [1, 0, 0.5, 0.5])
+    assert_allclose(points["ndcg@2"], [1, 0, 1 / math.log2(3), 1 / math.log2(3)])
+    overall = report.overall()
+    assert_allclose(overall["recall@2"], 0.75)
+    assert_allclose(overall["recall@1"], 0.25)
+    by_warm = report.overall(by_warm=True)
+    assert_allclose(by_warm.loc["warm", "recall@2"], 1)
+    assert_allclose(by_warm.loc["cold", "recall@2"], 0)
+    assert_array_equal(by_warm["n_points"], [4, 3, 1])
+    per_chunk = report.per_chunk()
+    assert_allclose(per_chunk["recall@2"], [0.5, 1])
+    assert_array_equal(per_chunk.index, [1, 2])
+    assert_allclose(report.per_user()["recall@2"], 2 / 3)
+    assert_allclose(report.per_user(by_user=True)["recall@2"], [1, 1, 0])
+    table = report.to_frame()
+    assert list(table.index) == ["overall", "overall (warm)", "overall (cold)", "per-user"]
+    assert_allclose(table.loc["per-user", "recall@2"], 2 / 3)
+    text = report.summary()
+    assert "recall@2" in text and "0.7500" in text and "4 (user, chunk) points" in text
+    assert "RollingReport" in repr(report)
+    assert len(report) == 4
+
+
+def test_rolling_evaluate_copies_unless_told():
+    rec = PopularityRecommender().fit(TRAIN)
+    before = pickle.dumps(rec)
+    rolling_evaluate(rec, TEST)
+    assert pickle.dumps(rec) == before
+    rolling_evaluate(rec, TEST, copy=False)
+    assert rec.latest_chunk_ == 2
+    assert pickle.dumps(rec) == pickle.dumps(PopularityRecommender().fit(TRAIN).partial_fit(TEST))
+
+
+def test_rolling_evaluate_is_recommend_then_partial_fit():
+    X_train, X_test = make_log()
+    rec = RecentItemsRecommender(window=2).fit(X_train)
+    report = rolling_evaluate(rec, X_test, m_values=(5, 20), exclude_seen=True)
+    manual = clone(rec).fit(X_train)
+    expected = []
+    for c in sorted(X_test.chunk.unique()):
+        rows = X_test[X_test.chunk == c]
+        users = np.unique(rows.user)
+        items, _ = manual.recommend(users, 20, exclude_seen=True)
+        relevant = [set(rows.item[rows.user == u]) for u in users]
+        expected.append(ranking_metrics(items, relevant, ks=(5, 20)))
+        manual.partial_fit(rows)
+    for name in report.metric_names:
+        assert_allclose(report.points[name], np.concatenate([e[name] for e in expected]))
+
+
+def test_rolling_evaluate_blocks_users(monkeypatch):
+    X_train, X_test = make_log()
+    rec = PopularityRecommender(window=2).fit(X_train)
+    expected = rolling_evaluate(rec, X_test).points
+    monkeypatch.setattr(model_selection, "_USER_BLOCK", 3)
+    pd.testing.assert_frame_equal(rolling_evaluate(rec, X_test).points, expected)
+
+
+def test_rolling_evaluate_pipeline_and_string_ids():
+    X_train, X_test = make_log()
+
+    def to_str(X):
+        return X.assign(user="u" + X.user.astype(str), item="i" + X.item.astype(str))
+
+    pipe = Pipeline([("embed", FixedEmbedder()), ("ann", ANNRecommender(method="exact"))])
+    pipe.fit(to_str(X_train))
+    before = pickle.dumps(pipe)
+    report = rolling_evaluate(pipe, to_str(X_test), progress=True)
+    assert pickle.dumps(pipe) == before
+    assert report.points.user.iloc[0].startswith("u")
+    values = report.points[report.metric_names].to_numpy()
+    assert ((values >= 0) & (values <= 1)).all()
+    assert report.points.warm.any() and not report.points.warm.all()
+
+
+def test_rolling_evaluate_without_pandas(monkeypatch):
+    monkeypatch.setattr(model_selection, "_pandas", lambda: None)
+    report = rolling_evaluate(PopularityRecommender().fit(TRAIN), TEST.to_numpy(),
+                              m_values=2)
+    assert isinstance(report.points, dict)
+    assert_array_equal(report.points["user"], [1, 3, 1, 2])
+    assert_allclose(report.overall()["recall@2"], 0.75)
+    assert_allclose(report.per_chunk()["recall@2"], [0.5, 1])
+    assert_allclose(report.per_user()["recall@2"], 2 / 3)
+    assert_allclose(report.overall(by_warm=True)["recall@2"], [0.75, 1, 0])
+    table = report.to_frame()
+    assert_allclose(table["recall@2"], [0.75, 1, 0, 2 / 3])
+    assert "per-user" in report.summary()
+
+
+def test_rolling_evaluate_errors():
+    rec = PopularityRecommender().fit(TEST)
+    with pytest.raises(ValueError, match="X_test starts at chunk 1, not after chunk 2"):
+        rolling_evaluate(rec, TEST)
+    with pytest.raises(ValueError, match="empty"):
+        rolling_evaluate(rec, TEST.iloc[:0])
+    with pytest.raises(ValueError, match="m_values"):
+        rolling_evaluate(PopularityRecommender().fit(TRAIN), TEST, m_values=0)
+    with pytest.raises(TypeError, match="recommender"):
+        rolling_evaluate(Pipeline([("embed", FixedEmbedder())]).fit(TRAIN), TEST)
+
+
+def test_report_is_constructible():
+    report = RollingReport(
+        {"chunk": np.array([3]), "user": np.array([7]), "warm": np.array([True]),
+         "n_relevant": np.array([2]), "recall@5": np.array([0.5])},
+        ["recall@5"],
+    )
+    assert report.overall()["recall@5"] == 0.5
+
+
+# -- scorers and GridSearchCV ------------------------------------------------------------
+
+
+def test_scorer_returns_means_and_leaves_the_estimator_alone():
+    rec = PopularityRecommender().fit(TRAIN)
+    before = pickle.dumps(rec)
+    scorer = make_rolling_scorer(m_values=(1, 2))
+    scores = scorer(rec, TEST)
+    assert pickle.dumps(rec) == before
+    assert list(scores) == [f"{m}@{k}" for m in ("recall", "mrr", "ndcg") for k in (1, 2)]
+    assert all(isinstance(v, float) for v in scores.values())
+    assert_allclose(scores["recall@2"], 0.75)
+    per_user = make_rolling_scorer(m_values=2, metrics="recall", aggregate="per_user")
+    assert per_user(rec, TEST) == {"recall@2": pytest.approx(2 / 3)}
+    assert "aggregate='per_user'" in repr(per_user)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"metrics": ["map"]}, "metrics"), ({"aggregate": "mean"}, "aggregate"),
+     ({"m_values": [0]}, "m_values")],
+)
+def test_make_rolling_scorer_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_rolling_scorer(**kwargs)
+
+
+def test_grid_search_over_the_window():
+    X, _ = make_log(n_chunks=8, n_train=8)
+    scorer = make_rolling_scorer()
+    search = GridSearchCV(
+        PopularityRecommender(), {"window": [1, 2, 4]}, cv=ChunkSplit(n_splits=2,
+                                                                        test_chunks=2,
+                                                                        min_train_chunks=3),
+        scoring=scorer, refit="recall@100",
+    )
+    search.fit(X)
+    results = search.cv_results_
+    assert "mean_test_recall@100" in results and "mean_test_ndcg@10" in results
+    # the scores are those of the rolling protocol on each fold, by hand
+    cv = ChunkSplit(n_splits=2, test_chunks=2, min_train_chunks=3)
+    for j, params in enumerate(results["params"]):
+        by_hand = []
+        for train, test in cv.split(X):
+            est = PopularityRecommender(**params).fit(X.iloc[train])
+            by_hand.append(rolling_evaluate(est, X.iloc[test]).overall()["recall@100"])
+        assert_allclose(results["mean_test_recall@100"][j], np.mean(by_hand))
+    best = np.argmax(results["mean_test_recall@100"])
+    assert search.best_params_ == results["params"][best]
+    # best_estimator_ is refitted on all of X and untouched by scoring
+    expected = PopularityRecommender(**search.best_params_).fit(X)
+    assert pickle.dumps(search.best_estimator_) == pickle.dumps(expected)
+    before = pickle.dumps(search.best_estimator_)
+    score = search.score(X[X.chunk == 7].assign(chunk=100))
+    assert 0 <= score <= 1
+    assert pickle.dumps(search.best_estimator_) == before
+
+
+def test_cross_validate_with_a_pipeline():
+    X_train, _ = make_log(n_chunks=6, n_train=6)
+    pipe = Pipeline([("embed", FixedEmbedder()), ("ann", ANNRecommender(method="exact"))])
+    result = cross_validate(pipe, X_train, cv=ChunkSplit(n_splits=2),
+                            scoring=make_rolling_scorer(m_values=(10,), metrics="recall"))
+    assert result["test_recall@10"].shape == (2,)
+    assert ((result["test_recall@10"] >= 0) & (result["test_recall@10"] <= 1)).all()
