@@ -1,0 +1,176 @@
+"""The ``sklearn-micro`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+
+DEFAULT_LOG = dict(n_users=20000, n_items=40000, n_chunks=16, n_interests=100,
+                   n_engagements=500000, random_state=0)
+
+DESCRIPTION = """\
+Run the MiCRO paper's experiment: train on the first chunks of an engagement log, then
+retrieve candidates for each later chunk with the state after the one before (the rolling
+protocol), and compare MiCRO with the ANN and Popularity baselines.
+
+With no --data, the log is generated from the paper's generative model with ephemeral
+items (20,000 users, 40,000 items, 16 chunks, 100 planted interests, 500,000 engagements),
+sized to finish in a couple of minutes.
+"""
+
+EPILOG = """\
+data files:
+  CSV (plain, .gz, .zip) or Parquet with a header and columns user, item, chunk (other names
+  with --user/--item/--chunk, or unix seconds with --time and --chunk-length); the paper's
+  TwitterFaveGraph (user_index, tweet_index, time_chunk) and TwitterFollowGraph
+  (user_index, author_index, time_chunk) files as published; and the raw SNAP Higgs
+  activity file (higgs-activity_time.txt.gz, 6-hour chunks unless --chunk-length) and
+  MovieLens ratings.csv (30-day chunks unless --chunk-length) as they come.
+
+examples:
+  sklearn-micro reproduce
+  sklearn-micro reproduce --data ../shared/data/higgs-twitter/higgs-activity_time.txt.gz \\
+      --train-chunks 19 --k 200
+  sklearn-micro reproduce --data fave.csv.zip --k 5000 --train-chunks 169 --out results
+"""
+
+
+class CommandError(Exception):
+    """An error the command line reports in one line."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sklearn-micro", description="MiCRO: multi-interest candidate retrieval online.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    rep = sub.add_parser(
+        "reproduce", help="run the paper's experiment (a generated log by default)",
+        description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rep.add_argument("--data", metavar="PATH", help="an engagement log file (see below); "
+                     "default: a generated log")
+    rep.add_argument("--k", type=int, default=100, metavar="K",
+                     help="number of interests of MiCRO (default: 100)")
+    rep.add_argument("--train-chunks", type=int, default=None, metavar="N",
+                     help="train on the first N chunks, test on the rest "
+                          "(default: all but the last quarter)")
+    rep.add_argument("-m", type=int, default=100, metavar="M",
+                     help="candidates retrieved per user and chunk (default: 100)")
+    rep.add_argument("--out", default="micro-results", metavar="DIR",
+                     help="folder for the table and the per-chunk plots "
+                          "(default: ./micro-results)")
+    rep.add_argument("--baselines", default="ANN,Popularity", metavar="LIST",
+                     help="comma-separated baselines among ANN, Popularity, RecentItems, ALS "
+                          "(default: ANN,Popularity)")
+    rep.add_argument("--dim", type=int, default=64, metavar="D",
+                     help="dimensions of the graph embedding (default: 64)")
+    rep.add_argument("--user", default="user", help="user column of --data (default: user)")
+    rep.add_argument("--item", default="item", help="item column of --data (default: item)")
+    rep.add_argument("--chunk", default=None, help="chunk column of --data (default: chunk)")
+    rep.add_argument("--time", default=None, metavar="COLUMN",
+                     help="a unix-seconds column of --data to cut into chunks instead")
+    rep.add_argument("--chunk-length", type=float, default=None, metavar="SECONDS",
+                     help="chunk length for --time or the raw Higgs/MovieLens files")
+    rep.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    rep.add_argument("--quiet", action="store_true", help="no progress bars")
+    return parser
+
+
+def _header(path: Path) -> list[str]:
+    from .datasets import _csv_names, _import_pyarrow, _source
+
+    src = _source(path)
+    if src.kind == "parquet":
+        return list(_import_pyarrow().parquet.read_schema(path).names)
+    return _csv_names(src)
+
+
+def _load(args):
+    from . import datasets
+
+    if args.data is None:
+        return datasets.make_engagements(**{**DEFAULT_LOG, "random_state": args.seed}), \
+            "a generated log " + ", ".join(f"{k}={v}" for k, v in DEFAULT_LOG.items()
+                                           if k != "random_state")
+    path = Path(args.data)
+    if not path.is_file():
+        raise CommandError(f"no file at {str(path)!r} (--data)")
+    name = path.name.lower()
+    hours = None if args.chunk_length is None else args.chunk_length / 3600
+    if name.startswith("higgs-activity"):
+        return datasets.load_higgs(path, chunk_hours=hours or 6), f"{path} (Higgs)"
+    if name == "ratings.csv":
+        days = None if hours is None else hours / 24
+        return datasets.load_movielens(path, chunk_days=days or 30), f"{path} (MovieLens)"
+    if args.time is None and args.chunk is None and args.user == "user":
+        columns = set(_header(path))
+        if {"user_index", "tweet_index", "time_chunk"} <= columns:
+            return datasets.read_twitter_fave(path), f"{path} (TwitterFaveGraph)"
+        if {"user_index", "author_index", "time_chunk"} <= columns:
+            return datasets.read_twitter_follow(path), f"{path} (TwitterFollowGraph)"
+    if args.time is not None and args.chunk_length is None:
+        raise CommandError("--time needs --chunk-length (seconds per chunk)")
+    log = datasets.read_log(path, user=args.user, item=args.item, chunk=args.chunk,
+                            time=args.time, chunk_length=args.chunk_length)
+    return log, str(path)
+
+
+def reproduce(args) -> int:
+    from .experiment import plot_per_chunk, results_table, run_experiment, split_chunks
+
+    baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    for value, flag in ((args.k, "--k"), (args.m, "-m"), (args.dim, "--dim")):
+        if value < 1:
+            raise CommandError(f"{flag} must be a positive integer; got {value}")
+    started = time.perf_counter()
+    log, source = _load(args)
+    train, test = split_chunks(log, args.train_chunks)
+    print(f"data: {source}")
+    print(f"{len(log):,} engagements, {len(set(log.user.tolist())):,} users, "
+          f"{len(set(log.item.tolist())):,} items, chunks {log.chunk.min()}..{log.chunk.max()}; "
+          f"train on chunks up to {train.chunk.max()} ({len(train):,} engagements), "
+          f"test on {len(set(test.chunk.tolist()))} chunks ({len(test):,} engagements)")
+    m_values = sorted({min(50, args.m), args.m})
+    reports = run_experiment(train, test, n_interests=args.k, methods=["MiCRO", *baselines],
+                             n_components=args.dim, m_values=m_values,
+                             random_state=args.seed, progress=not args.quiet)
+    overall = results_table(reports, m_values)
+    per_user = results_table(reports, m_values, aggregate="per_user")
+    text = (f"Mean over all (user, chunk) points:\n\n{overall}\n\n"
+            f"Per-user aggregate over all test chunks (the paper's table):\n\n{per_user}\n")
+    print()
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(f"data: {source}\n\n{text}")
+    try:
+        paths = plot_per_chunk(reports, out, m=args.m)
+        print("plots: " + ", ".join(str(p) for p in paths))
+    except ImportError as exc:
+        print(f"no plots: {exc}")
+    print(f"table: {out / 'results.md'}; {time.perf_counter() - started:.0f} s in all")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return reproduce(args)
+    except CommandError as exc:
+        print(f"sklearn-micro: error: {exc}", file=sys.stderr)
+    except (FileNotFoundError, ValueError, ImportError, TypeError) as exc:
+        print(f"sklearn-micro: error: {exc}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
