@@ -153,6 +153,7 @@ def plot_per_chunk(reports: dict[str, RollingReport], out_dir, m: int = 100,
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError as exc:
         raise ImportError(
             'plots need matplotlib: pip install "sklearn-micro[plot]"') from exc
@@ -169,6 +170,7 @@ def plot_per_chunk(reports: dict[str, RollingReport], out_dir, m: int = 100,
         ax.set_xlabel("time chunk")
         ax.set_ylabel(f"mean {title}@{m}")
         ax.set_title(f"{title}@{m} per test chunk")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from recommender_checks import CHECKS, FixedEmbedder, make_log
+from sklearn.pipeline import Pipeline
 
-from sklearn_micro import MiCRO
+from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro._kernels import sampler
 from sklearn_micro.micro import chunk_counts
 
@@ -317,3 +319,16 @@ def test_known_answer_on_the_generative_model():
         main = np.asarray(model.item_interests(new).argmax(axis=1)).ravel()
         assert adjusted_rand_score(truth["item_interest"][new], main) > 0.85
         assert model.n_sweeps_[t] < model.max_sweeps
+
+
+# ------------------------------------------------------- the recommender protocol
+
+def _micro_pipeline():
+    return Pipeline([("embed", FixedEmbedder()),
+                     ("interests", SphericalKMeans(n_clusters=3, random_state=0)),
+                     ("micro", MiCRO(random_state=0))])
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_recommender_protocol(check):
+    check(_micro_pipeline, *make_log())

@@ -1,0 +1,56 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sklearn_micro.cli import main
+from sklearn_micro.datasets import make_engagements
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "sklearn_micro.cli", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_help_names_the_command_and_its_options():
+    out = run("--help")
+    assert out.returncode == 0 and "reproduce" in out.stdout
+    out = run("reproduce", "--help")
+    assert out.returncode == 0
+    for option in ("--data", "--k", "--train-chunks", "-m", "--out", "TwitterFaveGraph"):
+        assert option in out.stdout
+
+
+def test_bad_path_and_bad_column_give_one_line(tmp_path):
+    out = run("reproduce", "--data", str(tmp_path / "missing.csv"))
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "missing.csv" in out.stderr
+    assert "Traceback" not in out.stderr
+    path = tmp_path / "log.csv"
+    path.write_text("who,what,chunk\n1,2,0\n")
+    out = run("reproduce", "--data", str(path))
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "user" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_reproduce_on_a_small_file(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("pyarrow")
+    log = make_engagements(n_users=400, n_items=600, n_chunks=6, n_interests=5,
+                           n_engagements=8000, random_state=0)
+    path = tmp_path / "fave.csv"
+    np.savetxt(path, np.column_stack([log.user, log.item, log.chunk]), fmt="%d",
+               delimiter=", ", header="user_index, tweet_index, time_chunk", comments="")
+    code = main(["reproduce", "--data", str(path), "--k", "5", "--dim", "8",
+                 "--train-chunks", "4", "--out", str(tmp_path / "out"), "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "TwitterFaveGraph" in printed
+    for method in ("MiCRO", "ANN", "Popularity"):
+        assert f"| {method} |" in printed
+    assert "recall@100" in printed and "ndcg@50" in printed
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["mrr_at_100_per_chunk.png", "ndcg_at_100_per_chunk.png",
+                       "recall_at_100_per_chunk.png", "results.md"]
