@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
+import numba
 import numpy as np
 import scipy.sparse as sp
+from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
@@ -17,6 +19,14 @@ from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
 from .base import RecommenderMixin, SeenItems
 
 __all__ = ["MiCRO"]
+
+# carried phi counts below this mass are dropped
+_MIN_MASS = 0.01
+
+
+def _carried_chunks(decay: float) -> int:
+    """How many chunks back a count of one keeps at least ``_MIN_MASS`` under ``decay``."""
+    return 0 if decay <= 0 else int(np.floor(np.log(_MIN_MASS) / np.log(decay)))
 
 
 def _counts_csr(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
@@ -99,6 +109,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     beta : float, default=0.01
         Symmetric Dirichlet prior of ``phi[k, t]`` over the ``I_t`` distinct items of chunk
         ``t``.
+    phi_decay : float, default=0.0
+        Weight of the previous ``phi`` counts carried into each new chunk's, for
+        retrieval: ``phi`` after chunk ``t`` comes from ``N[i, k, t] + phi_decay *
+        N'[i, k, t - 1]`` (and popularity likewise), so items engaged in recent chunks
+        stay candidates with a decaying weight. 0 is the paper's model (``phi[k, t]`` from
+        chunk ``t`` alone); logs whose items live long (authors, movies) gain from 0.5 or
+        more. The sampler always uses chunk ``t``'s counts only.
     max_sweeps : int, default=100
         Cap on Gibbs sweeps per chunk.
     tol : float, default=1e-3
@@ -188,6 +205,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "beta": [Interval(Real, 0, None, closed="neither")],
+        "phi_decay": [Interval(Real, 0, 1, closed="left")],
         "max_sweeps": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
@@ -195,10 +213,11 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, alpha=1.0, *, beta=0.01, max_sweeps=100, tol=1e-3, random_state=None,
-                 n_jobs=None, verbose=0):
+    def __init__(self, alpha=1.0, *, beta=0.01, phi_decay=0.0, max_sweeps=100, tol=1e-3,
+                 random_state=None, n_jobs=None, verbose=0):
         self.alpha = alpha
         self.beta = beta
+        self.phi_decay = phi_decay
         self.max_sweeps = max_sweeps
         self.tol = tol
         self.random_state = random_state
@@ -254,9 +273,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.support_count_ = sup_cnt
         self.item_interest_ = k_item
         self.seen_items_ = SeenItems().add(u, i)
+        # phi of the last training chunk, with the decayed earlier ones when phi_decay > 0
         last = int(log.chunk.max())
-        rows = log.chunk == last
-        self._set_chunk(last, i[rows], z[rows], np.ones(int(rows.sum()), bool))
+        carried = log.chunk >= last - _carried_chunks(self.phi_decay)
+        for pos, (chunk, rows) in enumerate(iter_chunks(log.chunk[carried])):
+            rows = np.flatnonzero(carried)[rows]
+            self._set_chunk(chunk, i[rows], z[rows], np.ones(rows.shape[0], bool),
+                            carry=pos > 0)
         self.n_sweeps_ = {}
         self.log_likelihood_ = {}
         self.n_unassigned_ = {}
@@ -298,17 +321,33 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         vocab = Vocabulary(ids)
         return log, vocab, labels.astype(np.int64)
 
-    def _set_chunk(self, chunk, items, z, assigned):
-        """Make ``chunk`` the latest: ``phi`` from its engagements (item index, interest)."""
-        chunk_items, local = np.unique(items, return_inverse=True)
+    def _set_chunk(self, chunk, items, z, assigned, *, carry=False):
+        """Make ``chunk`` the latest: ``phi`` from its engagements (item index, interest),
+        plus, with ``carry`` and ``phi_decay > 0``, the decayed counts of the previous one."""
         K = self.n_interests_
+        phi_k, phi_items = z[assigned], items[assigned]
+        phi_w = np.ones(phi_k.shape[0])
+        pop_items, pop_w = items, np.ones(items.shape[0])
+        if carry and self.phi_decay > 0:
+            old_w = self.phi_count_ * self.phi_decay
+            keep = old_w >= _MIN_MASS
+            old_k = np.repeat(np.arange(K), np.diff(self.phi_indptr_))
+            phi_k = np.concatenate([phi_k, old_k[keep]])
+            phi_items = np.concatenate([phi_items, self.chunk_items_[self.phi_item_][keep]])
+            phi_w = np.concatenate([phi_w, old_w[keep]])
+            old_pop = self.chunk_item_count_ * self.phi_decay
+            keep = old_pop >= _MIN_MASS
+            pop_items = np.concatenate([pop_items, self.chunk_items_[keep]])
+            pop_w = np.concatenate([pop_w, old_pop[keep]])
+        chunk_items, pop_local = np.unique(pop_items, return_inverse=True)
         self.latest_chunk_ = int(chunk)
         self.chunk_items_ = chunk_items
-        self.chunk_item_count_ = np.bincount(local, minlength=chunk_items.shape[0]).astype(
-            np.float64)
+        self.chunk_item_count_ = np.bincount(pop_local, weights=pop_w,
+                                             minlength=chunk_items.shape[0])
         self.phi_indptr_, self.phi_item_, self.phi_count_ = _counts_csr(
-            z[assigned], local[assigned], K, chunk_items.shape[0])
-        self.interest_count_ = np.bincount(z[assigned], minlength=K).astype(np.float64)
+            phi_k, np.searchsorted(chunk_items, phi_items), K, chunk_items.shape[0],
+            weights=phi_w)
+        self.interest_count_ = np.bincount(phi_k, weights=phi_w, minlength=K)
 
     # ---------------------------------------------------------- partial_fit
 
@@ -447,7 +486,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.seen_items_ = self.seen_items_.add(u, i)
         all_z = np.full(i.shape[0], -1, np.int64)
         all_z[assignable] = z
-        self._set_chunk(chunk, i, all_z, assignable)
+        self._set_chunk(chunk, i, all_z, assignable, carry=True)
         self.n_sweeps_ = {**self.n_sweeps_, chunk: len(trace)}
         self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
         self.n_unassigned_ = {**self.n_unassigned_, chunk: int((~assignable).sum())}
@@ -471,9 +510,16 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         base = np.bincount(row, weights=weight * self.beta, minlength=user_index.shape[0])
         if seen is None:
             seen = (np.zeros(user_index.shape[0] + 1, np.int64), np.empty(0, np.int64))
-        items, scores, n_filled = mixture_topm(
-            indptr, k, weight, base, self.phi_indptr_, self.phi_item_, self.phi_count_,
-            self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m)
+        threads = numba.get_num_threads()
+        if self.n_jobs is not None:
+            numba.set_num_threads(min(effective_n_jobs(self.n_jobs),
+                                      numba.config.NUMBA_NUM_THREADS))
+        try:
+            items, scores, n_filled = mixture_topm(
+                indptr, k, weight, base, self.phi_indptr_, self.phi_item_, self.phi_count_,
+                self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m)
+        finally:
+            numba.set_num_threads(threads)
         pop = np.lexsort((self.chunk_items_, -self.chunk_item_count_))
         pop_order = self.chunk_items_[pop]
         unseen = np.diff(indptr) == 0
