@@ -412,50 +412,53 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         old = chunk_users < n_users_old
         has_support[old] = np.diff(indptr_old)[chunk_users[old]] > 0
         warm_ptr, warm_pos = _csr_rows(indptr_old, np.where(has_support, chunk_users, -1))
-        warm_user = np.repeat(np.arange(n_local), np.diff(warm_ptr))
-        cold_e = ~has_support[e_user] & (item_interest[i] >= 0)
-        cold_ptr, cold_k, _ = _counts_csr(e_user[cold_e], item_interest[i[cold_e]], n_local, K)
-        cold_user = np.repeat(np.arange(n_local), np.diff(cold_ptr))
-        sup_user = np.concatenate([warm_user, cold_user])
-        sup_k = np.concatenate([self.support_interest_[warm_pos], cold_k])
-        carried = np.concatenate([self.support_count_[warm_pos], np.zeros(cold_k.shape[0])])
-        global_pos = np.concatenate([warm_pos, np.full(cold_k.shape[0], -1)])
-        sort = np.argsort(sup_user, kind="stable")
-        sup_user, sup_k, carried, global_pos = (
-            sup_user[sort], sup_k[sort], carried[sort], global_pos[sort])
-        sup_ptr = np.zeros(n_local + 1, np.int64)
-        np.cumsum(np.bincount(sup_user, minlength=n_local), out=sup_ptr[1:])
-        sup_prior = self.alpha + carried
-
-        # engagements that can be given an interest, and their (item, interest) entries
-        size = np.diff(sup_ptr)[e_user]
-        assignable = size > 0
-        ea_user, ea_item, ea_size = e_user[assignable], i[assignable], size[assignable]
+        sup_user = np.repeat(np.arange(n_local), np.diff(warm_ptr))
+        sup_k = self.support_interest_[warm_pos]
+        carried = self.support_count_[warm_pos]
+        global_pos = warm_pos
+        zpos = np.full(i.shape[0], -1, np.int64)
         rng = self.random_state_
-        zpos = (rng.random_sample(ea_user.shape[0]) * ea_size).astype(np.int64)
-        e_off, emap, cand_key, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
-            ea_user, ea_item, sup_ptr, sup_k, K, zpos)
-        n_e = ea_user.shape[0]
-        n_items_chunk = np.unique(i).shape[0]
-        beta = float(self.beta)
-        i_beta = n_items_chunk * beta
-
         sampler.seed(rng.randint(np.iinfo(np.int32).max))
         trace = []
-        window = 3
-        for _ in range(self.max_sweeps):
-            changed = sampler.gibbs_sweep(ea_user, e_off, emap, sup_ptr, sup_k, sup_prior,
-                                          sup_cnt, cand_cnt, interest_cnt, zpos, beta, i_beta)
-            trace.append(sampler.chunk_log_likelihood(sup_prior, sup_cnt, cand_cnt,
-                                                      interest_cnt, beta, i_beta))
-            if len(trace) >= 2 * window:
-                recent = np.mean(trace[-window:])
-                before = np.mean(trace[-2 * window:-window])
-                if recent - before < self.tol * abs(recent):
-                    break
+        # Pass 1 gives users without a support the interests of their items; pass 2 does the
+        # same, with the interests pass 1 gave new items, for users still without one.
+        for _ in range(2):
+            needy = np.ones(n_local, bool)
+            needy[sup_user] = False
+            cold_e = needy[e_user] & (item_interest[i] >= 0)
+            if trace and not cold_e.any():
+                break
+            cold_ptr, cold_k, _ = _counts_csr(
+                e_user[cold_e], item_interest[i[cold_e]], n_local, K)
+            sup_user = np.concatenate([sup_user, np.repeat(np.arange(n_local),
+                                                           np.diff(cold_ptr))])
+            sup_k = np.concatenate([sup_k, cold_k])
+            carried = np.concatenate([carried, np.zeros(cold_k.shape[0])])
+            global_pos = np.concatenate([global_pos, np.full(cold_k.shape[0], -1)])
+            sort = np.argsort(sup_user, kind="stable")
+            sup_user, sup_k, carried, global_pos = (
+                sup_user[sort], sup_k[sort], carried[sort], global_pos[sort])
+            sup_ptr = np.zeros(n_local + 1, np.int64)
+            np.cumsum(np.bincount(sup_user, minlength=n_local), out=sup_ptr[1:])
+            sup_prior = self.alpha + carried
+
+            # engagements that can be given an interest; new ones start uniform
+            size = np.diff(sup_ptr)[e_user]
+            assignable = size > 0
+            start = assignable & (zpos < 0)
+            zpos[start] = (rng.random_sample(int(start.sum())) * size[start]).astype(np.int64)
+            ea_user, ea_item = e_user[assignable], i[assignable]
+            ea_zpos = zpos[assignable]
+            e_off, emap, cand_key, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
+                ea_user, ea_item, sup_ptr, sup_k, K, ea_zpos)
+            i_beta = np.unique(i).shape[0] * float(self.beta)
+            trace += self._run_chain(ea_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt,
+                                     cand_cnt, interest_cnt, ea_zpos, i_beta)
+            zpos[assignable] = ea_zpos
+            item_interest = _main_interests(item_interest, cand_key, cand_cnt, K)
         if self.verbose:
-            print(f"[MiCRO] chunk {chunk}: {n_e} engagements, {len(trace)} sweeps, "
-                  f"last sweep changed {changed}, log-likelihood {trace[-1]:.6g}")
+            print(f"[MiCRO] chunk {chunk}: {int(assignable.sum())} engagements, {len(trace)} "
+                  f"sweeps, log-likelihood {trace[-1]:.6g}")
 
         # commit: user counts, supports of users that had none, item interests, phi
         support_count = self.support_count_.copy()
@@ -470,26 +473,34 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.support_indptr_, self.support_interest_, self.support_count_ = _counts_csr(
             all_user, all_k, len(user_ids), K, weights=all_cnt)
 
-        z = sup_k[sup_ptr[ea_user] + zpos]
-        cand_item = cand_key // K
-        cand_k = cand_key % K
-        hit = cand_cnt > 0
-        main = np.lexsort((-cand_cnt[hit], cand_item[hit]))
-        first = np.ones(main.shape[0], bool)
-        first[1:] = cand_item[hit][main][1:] != cand_item[hit][main][:-1]
-        item_interest = item_interest.copy()
-        item_interest[cand_item[hit][main][first]] = cand_k[hit][main][first]
-
         self.user_ids_ = user_ids
         self.item_ids_ = item_ids
         self.item_interest_ = item_interest
         self.seen_items_ = self.seen_items_.add(u, i)
         all_z = np.full(i.shape[0], -1, np.int64)
-        all_z[assignable] = z
+        all_z[assignable] = sup_k[sup_ptr[e_user[assignable]] + zpos[assignable]]
         self._set_chunk(chunk, i, all_z, assignable, carry=True)
         self.n_sweeps_ = {**self.n_sweeps_, chunk: len(trace)}
         self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
         self.n_unassigned_ = {**self.n_unassigned_, chunk: int((~assignable).sum())}
+
+    def _run_chain(self, e_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt, cand_cnt,
+                   interest_cnt, zpos, i_beta) -> list[float]:
+        """Gibbs sweeps until converged or ``max_sweeps``; the log-likelihood of each."""
+        beta = float(self.beta)
+        trace = []
+        window = 3
+        for _ in range(self.max_sweeps):
+            sampler.gibbs_sweep(e_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt,
+                                cand_cnt, interest_cnt, zpos, beta, i_beta)
+            trace.append(sampler.chunk_log_likelihood(sup_prior, sup_cnt, cand_cnt,
+                                                      interest_cnt, beta, i_beta))
+            if len(trace) >= 2 * window:
+                recent = np.mean(trace[-window:])
+                before = np.mean(trace[-2 * window:-window])
+                if recent - before < self.tol * abs(recent):
+                    break
+        return trace
 
     # ------------------------------------------------------------ retrieval
 
@@ -568,6 +579,19 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         sums = np.asarray(out.sum(axis=1)).ravel()
         scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
         return sp.csr_matrix(sp.diags(scale) @ out)
+
+
+def _main_interests(item_interest, cand_key, cand_cnt, n_interests):
+    """``item_interest`` with each item of a (item, interest) count entry set to the
+    interest holding most of its engagements (ties to the lower interest)."""
+    hit = cand_cnt > 0
+    item, k, cnt = cand_key[hit] // n_interests, cand_key[hit] % n_interests, cand_cnt[hit]
+    order = np.lexsort((k, -cnt, item))
+    first = np.ones(order.shape[0], bool)
+    first[1:] = item[order][1:] != item[order][:-1]
+    out = item_interest.copy()
+    out[item[order][first]] = k[order][first]
+    return out
 
 
 def _subset_csr(csr, rows: np.ndarray):
