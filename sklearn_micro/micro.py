@@ -560,8 +560,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         """Each item's mixture over interests in the latest chunk, as a sparse (n, K) matrix.
 
         Row ``r`` is ``N[i, k, t] / sum_k N[i, k, t]`` for the latest chunk ``t`` (new items
-        included); items with no engagement given an interest in that chunk get an empty
-        row.
+        included; with ``phi_decay`` the carried counts too); items with no mass there get
+        an empty row.
         """
         check_is_fitted(self, "support_indptr_")
         index = self.item_ids_.lookup(np.atleast_1d(np.asarray(items)), name="items")

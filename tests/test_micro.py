@@ -101,6 +101,30 @@ def test_partial_fit_takes_new_items_and_users():
     assert model.support_count_.sum() == len(TRAIN) + len(CHUNK)
 
 
+def test_new_users_of_new_items_get_a_support_in_a_second_pass():
+    # user 1 (interest 1 only) brings new item 40; new user 7 engages only item 40
+    model = fitted().partial_fit(np.array([[1, 40, 2], [1, 40, 2], [7, 40, 2], [8, 41, 2]]))
+    assert model.n_unassigned_[2] == 1  # user 8's item 41 is engaged by nobody with a support
+    np.testing.assert_allclose(model.user_interests([7, 8]).toarray(), [[0, 1], [0, 0]])
+    assert model.item_interest_[model.item_ids_.lookup([40, 41])].tolist() == [1, -1]
+
+
+def test_phi_decay_keeps_recent_items_as_candidates():
+    plain = fitted().partial_fit(CHUNK)
+    decayed = fitted(phi_decay=0.5).partial_fit(CHUNK)
+    plain_items = set(plain.item_ids_.ids[plain.chunk_items_].tolist())
+    decayed_items = set(decayed.item_ids_.ids[decayed.chunk_items_].tolist())
+    assert plain_items == {10, 13, 20, 21}
+    assert decayed_items == plain_items | {11, 12}  # training items of chunks 0 and 1
+    items, scores = decayed.recommend([0, 1], m=6)
+    np.testing.assert_allclose(scores.sum(axis=1), 1.0)
+    # the carried mass halves per chunk: 11 once in chunk 0, 12 in chunks 0 and 1, 10 in
+    # chunks 0 and 1 and twice in chunk 2
+    counts = dict(zip(decayed.item_ids_.ids[decayed.chunk_items_].tolist(),
+                      decayed.chunk_item_count_.tolist(), strict=True))
+    assert (counts[11], counts[12], counts[10]) == (0.25, 0.25 + 0.5, 0.25 + 0.5 + 2)
+
+
 @pytest.mark.parametrize("bad, error, message", [
     (np.array([[0, 10, 1]]), ValueError, "newer than the latest chunk 2; got chunk 1"),
     (np.array([[0, 10, 5], [1, 10, 0]]), ValueError, "got chunk 0"),
