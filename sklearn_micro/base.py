@@ -24,30 +24,44 @@ __all__ = ["RecommenderMixin", "SeenItems"]
 
 
 class SeenItems:
-    """Which items each user has engaged with: (user, item) pairs sorted and distinct.
+    """Which items each user has engaged with: distinct (user, item) pairs, sorted.
 
-    Used by ``recommend(..., exclude_seen=True)``. Kept as two int64 arrays, so it pickles
-    as plain arrays; `add` returns a new object and leaves this one as it was.
+    Used by ``recommend(..., exclude_seen=True)``. A pair is one int64 key,
+    ``user << 32 | item`` (internal indices below 2**31 and 2**32), kept in one sorted
+    array, so it pickles as a plain array and `add` merges in O(n_pairs + n_new log n_new).
+    `add` returns a new object and leaves this one as it was.
     """
 
-    def __init__(self, user=None, item=None):
-        self.user = np.empty(0, np.int64) if user is None else user
-        self.item = np.empty(0, np.int64) if item is None else item
+    def __init__(self, keys=None):
+        self.keys = np.empty(0, np.int64) if keys is None else keys
+
+    @property
+    def user(self) -> np.ndarray:
+        return self.keys >> 32
+
+    @property
+    def item(self) -> np.ndarray:
+        return self.keys & 0xFFFFFFFF
 
     def add(self, user: np.ndarray, item: np.ndarray) -> SeenItems:
-        u = np.concatenate([self.user, np.asarray(user, np.int64)])
-        i = np.concatenate([self.item, np.asarray(item, np.int64)])
-        order = np.lexsort((i, u))
-        u, i = u[order], i[order]
-        keep = np.ones(u.shape[0], bool)
-        keep[1:] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
-        return SeenItems(u[keep], i[keep])
+        new = np.unique((np.asarray(user, np.int64) << 32) | np.asarray(item, np.int64))
+        pos = np.searchsorted(self.keys, new)
+        present = self.keys[np.minimum(pos, max(self.keys.shape[0] - 1, 0))] == new \
+            if self.keys.size else np.zeros(new.shape[0], bool)
+        return SeenItems(np.insert(self.keys, pos[~present], new[~present]))
+
+    def has_user(self, users: np.ndarray) -> np.ndarray:
+        """Whether each user (internal index, -1 for unknown) has any pair."""
+        users = np.asarray(users, np.int64)
+        lo = np.searchsorted(self.keys, users << 32)
+        hi = np.searchsorted(self.keys, (users + 1) << 32)
+        return (users >= 0) & (hi > lo)
 
     def csr(self, users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(indptr, items)`` of the seen items of ``users`` (internal, -1 for unknown)."""
         users = np.asarray(users, np.int64)
-        lo = np.searchsorted(self.user, users, side="left")
-        hi = np.searchsorted(self.user, users, side="right")
+        lo = np.searchsorted(self.keys, users << 32)
+        hi = np.searchsorted(self.keys, (users + 1) << 32)
         lo = np.where(users < 0, 0, lo)
         hi = np.where(users < 0, 0, hi)
         indptr = np.zeros(users.shape[0] + 1, np.int64)
@@ -55,7 +69,7 @@ class SeenItems:
         if indptr[-1] == 0:
             return indptr, np.empty(0, np.int64)
         rows = np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
-        return indptr, self.item[rows]
+        return indptr, self.keys[rows] & 0xFFFFFFFF
 
 
 class RecommenderMixin:

@@ -274,7 +274,7 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
         pop_score = counts / (counts.max() + 1.0) if counts.size else counts.astype(float)
         fill_remainder(
             items, scores, n_filled, self.popular_items_, pop_score, fill_base,
-            seen_indptr, seen_items, len(self.item_ids_),
+            seen_indptr, seen_items,
         )
         return items, scores
 
@@ -340,7 +340,6 @@ class PopularityRecommender(_WindowRecommender):
         fill_remainder(
             items, scores, np.zeros(n, np.int64), self.ranking_items_,
             self.ranking_counts_.astype(np.float64), np.zeros(n), seen_indptr, seen_items,
-            len(self.item_ids_),
         )
         return items, scores
 

@@ -540,7 +540,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 sub_i, sub_s = items[rows], scores[rows]
                 sub_seen = _subset_csr(seen, rows)
                 fill_remainder(sub_i, sub_s, n_filled[rows], pop_order, pop_score, base[rows],
-                               sub_seen[0], sub_seen[1], len(self.item_ids_))
+                               sub_seen[0], sub_seen[1])
                 items[rows], scores[rows] = sub_i, sub_s
         return items, scores
 

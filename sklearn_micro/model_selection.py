@@ -211,11 +211,7 @@ def _check_m_values(m_values) -> np.ndarray:
 def _is_warm(recommender, users: np.ndarray) -> np.ndarray:
     """Whether each user has engagements the recommender has taken."""
     index = recommender.user_ids_.lookup(users, name="users")
-    seen_users = recommender.seen_items_.user
-    if seen_users.size == 0:
-        return np.zeros(users.shape[0], bool)
-    pos = np.minimum(np.searchsorted(seen_users, index), seen_users.shape[0] - 1)
-    return (index >= 0) & (seen_users[pos] == index)
+    return recommender.seen_items_.has_user(index)
 
 
 def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen: bool):
