@@ -114,6 +114,19 @@ def _id_column(values, name: str, *, input_name: str) -> np.ndarray:
     )
 
 
+def _frame_ids(column, name: str, *, input_name: str) -> np.ndarray:
+    """A DataFrame column of ids; string-typed columns are converted without a row loop."""
+    if type(column.dtype).__name__ == "StringDtype":
+        missing = np.flatnonzero(column.isna().to_numpy())
+        if missing.size:
+            raise ValueError(
+                f"{input_name}: column {name!r} must hold int64 or string ids; row "
+                f"{missing[0]} is missing."
+            )
+        return column.to_numpy(dtype=str)
+    return _id_column(column.to_numpy(), name, input_name=input_name)
+
+
 def _chunk_column(values, *, input_name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
@@ -159,8 +172,8 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
                 f"got {list(X.columns)}."
             )
         log = EngagementLog(
-            _id_column(X["user"].to_numpy(), "user", input_name=input_name),
-            _id_column(X["item"].to_numpy(), "item", input_name=input_name),
+            _frame_ids(X["user"], "user", input_name=input_name),
+            _frame_ids(X["item"], "item", input_name=input_name),
             _chunk_column(X["chunk"].to_numpy(), input_name=input_name),
         )
     else:
