@@ -20,6 +20,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._log import distinct
+
 __all__ = ["RecommenderMixin", "SeenItems"]
 
 
@@ -44,7 +46,7 @@ class SeenItems:
         return self.keys & 0xFFFFFFFF
 
     def add(self, user: np.ndarray, item: np.ndarray) -> SeenItems:
-        new = np.unique((np.asarray(user, np.int64) << 32) | np.asarray(item, np.int64))
+        new = distinct((np.asarray(user, np.int64) << 32) | np.asarray(item, np.int64))
         pos = np.searchsorted(self.keys, new)
         present = self.keys[np.minimum(pos, max(self.keys.shape[0] - 1, 0))] == new \
             if self.keys.size else np.zeros(new.shape[0], bool)

@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._kernels import sampler
 from ._kernels.topm import fill_remainder, mixture_topm
-from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
+from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, distinct, iter_chunks
 from .base import RecommenderMixin, SeenItems
 
 __all__ = ["MiCRO"]
@@ -403,8 +403,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
         order = np.argsort(u, kind="stable")
         u, i = u[order], i[order]
-        chunk_users, e_user = np.unique(u, return_inverse=True)
+        new_user = np.empty(u.shape[0], bool)
+        new_user[0] = True
+        np.not_equal(u[1:], u[:-1], out=new_user[1:])
+        chunk_users = u[new_user]
+        e_user = np.cumsum(new_user) - 1
         n_local = chunk_users.shape[0]
+        i_beta = distinct(i).shape[0] * float(self.beta)
 
         # supports: carried for users with one, from their items' interests for the others
         indptr_old = self.support_indptr_
@@ -451,7 +456,6 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             ea_zpos = zpos[assignable]
             e_off, emap, cand_key, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
                 ea_user, ea_item, sup_ptr, sup_k, K, ea_zpos)
-            i_beta = np.unique(i).shape[0] * float(self.beta)
             trace += self._run_chain(ea_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt,
                                      cand_cnt, interest_cnt, ea_zpos, i_beta)
             zpos[assignable] = ea_zpos
@@ -528,7 +532,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         try:
             items, scores, n_filled = mixture_topm(
                 indptr, k, weight, base, self.phi_indptr_, self.phi_item_, self.phi_count_,
-                self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m)
+                self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m,
+                numba.get_num_threads())
         finally:
             numba.set_num_threads(threads)
         pop = np.lexsort((self.chunk_items_, -self.chunk_item_count_))
@@ -583,14 +588,24 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
 def _main_interests(item_interest, cand_key, cand_cnt, n_interests):
     """``item_interest`` with each item of a (item, interest) count entry set to the
-    interest holding most of its engagements (ties to the lower interest)."""
+    interest holding most of its engagements (ties to the lower interest).
+
+    ``cand_key`` (``item * n_interests + interest``) is sorted, so each item's entries are
+    contiguous with interests ascending.
+    """
     hit = cand_cnt > 0
     item, k, cnt = cand_key[hit] // n_interests, cand_key[hit] % n_interests, cand_cnt[hit]
-    order = np.lexsort((k, -cnt, item))
-    first = np.ones(order.shape[0], bool)
-    first[1:] = item[order][1:] != item[order][:-1]
     out = item_interest.copy()
-    out[item[order][first]] = k[order][first]
+    if item.shape[0] == 0:
+        return out
+    start = np.flatnonzero(np.concatenate([[True], item[1:] != item[:-1]]))
+    best = np.maximum.reduceat(cnt, start)
+    group = np.repeat(np.arange(start.shape[0]), np.diff(np.append(start, item.shape[0])))
+    is_best = cnt == best[group]
+    # the first entry of each group that reaches the group's maximum
+    first = np.flatnonzero(is_best)
+    first = first[np.concatenate([[True], group[first][1:] != group[first][:-1]])]
+    out[item[first]] = k[first]
     return out
 
 

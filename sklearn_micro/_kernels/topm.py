@@ -94,7 +94,7 @@ def _sift_up(hs, hp, hi, pos):
 
 @njit(cache=True, parallel=True)
 def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
-                 seen_indptr, seen_items, m):
+                 seen_indptr, seen_items, m, n_threads):
     """Exact top-m of ``q_base[r] + sum_k q_w[k] * phi_cnt[k, i]`` for each query row r.
 
     ``q_*`` is a CSR of each query's interests and weights; ``phi_*`` a CSR from interest to
@@ -108,7 +108,8 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     items = np.full((n, m), -1, np.int64)
     scores = np.full((n, m), -np.inf)
     n_filled = np.zeros(n, np.int64)
-    n_blocks = min(n, 256)
+    # one block per thread: each holds item-sized scratch, allocated once per call
+    n_blocks = max(1, min(n, n_threads))
     for b in prange(n_blocks):
         acc = np.zeros(n_local)
         touched = np.empty(n_local, np.int64)
