@@ -143,7 +143,7 @@ def results_table(reports: dict[str, RollingReport], m_values: Sequence[int] = (
 
 
 def plot_per_chunk(reports: dict[str, RollingReport], out_dir, m: int = 100,
-                   prefix: str = "") -> list[Path]:
+                   prefix: str = "", *, dpi: int = 100) -> list[Path]:
     """One PNG per metric (recall, MRR, NDCG at ``m``): its mean per test chunk per method.
 
     Needs matplotlib (``pip install "sklearn-micro[plot]"``). Returns the paths written.
@@ -172,10 +172,10 @@ def plot_per_chunk(reports: dict[str, RollingReport], out_dir, m: int = 100,
         ax.set_title(f"{title}@{m} per test chunk")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize="small")
         fig.tight_layout()
         path = out_dir / f"{prefix}{metric}_at_{m}_per_chunk.png"
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=dpi)
         plt.close(fig)
         paths.append(path)
     return paths
