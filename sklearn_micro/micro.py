@@ -123,7 +123,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         computed; the chain is taken as converged when the mean of the last ``window``
         sweeps' log-likelihoods improves on the mean of the ``window`` sweeps before by
         less than ``tol`` relative to its magnitude (it has stopped rising and only
-        fluctuates), with ``window = 3``.
+        fluctuates), with ``window = 3``. ``tol=0`` runs ``max_sweeps`` sweeps.
     random_state : int, RandomState instance or None, default=None
         Seeds the sampler. The stream carries on across `partial_fit` calls.
     n_jobs : int or None, default=None
@@ -157,6 +157,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         ``chunk_items_``.
     interest_count_ : ndarray of shape (n_interests,)
         ``N[k, t]`` of the latest chunk.
+    popular_order_ : ndarray
+        Positions in ``chunk_items_`` from the most to the least engaged item (ties to the
+        lower index): the order that fills slots and breaks ties.
     seen_items_ : SeenItems
         The (user, item) pairs of every log given so far, for ``exclude_seen``.
     n_sweeps_ : dict
@@ -348,6 +351,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             phi_k, np.searchsorted(chunk_items, phi_items), K, chunk_items.shape[0],
             weights=phi_w)
         self.interest_count_ = np.bincount(phi_k, weights=phi_w, minlength=K)
+        self.popular_order_ = np.lexsort((chunk_items, -self.chunk_item_count_))
 
     # ---------------------------------------------------------- partial_fit
 
@@ -499,7 +503,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                                 cand_cnt, interest_cnt, zpos, beta, i_beta)
             trace.append(sampler.chunk_log_likelihood(sup_prior, sup_cnt, cand_cnt,
                                                       interest_cnt, beta, i_beta))
-            if len(trace) >= 2 * window:
+            if self.tol > 0 and len(trace) >= 2 * window:
                 recent = np.mean(trace[-window:])
                 before = np.mean(trace[-2 * window:-window])
                 if recent - before < self.tol * abs(recent):
@@ -536,7 +540,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 numba.get_num_threads())
         finally:
             numba.set_num_threads(threads)
-        pop = np.lexsort((self.chunk_items_, -self.chunk_item_count_))
+        pop = self.popular_order_
         pop_order = self.chunk_items_[pop]
         unseen = np.diff(indptr) == 0
         share = self.chunk_item_count_[pop] / self.chunk_item_count_.sum()
