@@ -1,0 +1,462 @@
+"""Speed of MiCRO's Gibbs sampler against tomotopy, and of `recommend` against a dense scan.
+
+Part 1 samples one large chunk drawn from the paper's generative model (planted interests)
+with ``MiCRO.partial_fit`` and trains tomotopy's ``LDAModel`` on the same engagements (users
+as documents, items as words), with the same number of interests K, the same number of
+sweeps and one thread each (MiCRO's sampler is sequential, so tomotopy runs with
+``workers=1``).
+
+Part 2 times ``MiCRO.recommend`` (exact top-m, numba threads = all cores) on the model of
+part 1 with the largest K, against a dense scan on a subset of the users: each user's
+``theta_u`` as a dense row times a dense ``phi`` (K x I_t) with numpy BLAS (same number of
+threads), top-m with ``argpartition``. Both answers are compared on that subset.
+
+Tables go to stdout as markdown; progress goes to stderr.
+
+Usage::
+
+    python benchmarks/sampler.py            # 3 to 5 minutes on 2 cores, 7 GB of memory
+    python benchmarks/sampler.py --quick    # under a minute, 2 GB
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+import tomotopy as tp
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from sklearn_micro import MiCRO
+from sklearn_micro._kernels import sampler
+
+FULL = dict(users=200_000, train=3_000_000, test=1_500_000, items=68_000,
+            interests=[1000, 5000], sweeps=10, rec_users=200_000, dense_users=300)
+QUICK = dict(users=50_000, train=600_000, test=300_000, items=20_000,
+             interests=[1000, 5000], sweeps=5, rec_users=50_000, dense_users=200)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if j == 0 else "---:" for j in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt(x: float) -> str:
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+# ------------------------------------------------------------------------------ data
+
+
+def planted_stream(n_users: int, n_interests: int, n_train: int, n_test: int,
+                   items_per_chunk: int, *, max_support: int = 10, seed: int = 0):
+    """Draw a training chunk (0) and a test chunk (1) from MiCRO's generative model.
+
+    Interests have power-law sizes. Each user has 1 to ``max_support`` interests
+    (``P(s) ∝ s^-1.5``), picked by interest size, and ``theta_u ~ Dir(1)`` over them;
+    users' activity is log-normal. Each chunk has its own items (all new in the test
+    chunk); an item belongs to one interest and ``phi[k, t]`` is skewed towards a few
+    items of interest ``k``. Every user engages at least once in training.
+
+    Returns the training log, the training items' interests, the test log (all int64
+    arrays of shape (n, 3)) and the users' support sizes.
+    """
+    rng = np.random.default_rng(seed)
+    K = n_interests
+    size = rng.permutation(np.arange(1, K + 1) ** -0.8)
+    size /= size.sum()
+
+    s_values = np.arange(1, max_support + 1)
+    p_s = s_values ** -1.5
+    s = rng.choice(s_values, n_users, p=p_s / p_s.sum())
+    owner = np.repeat(np.arange(n_users), s)
+    k = np.minimum(np.searchsorted(np.cumsum(size), rng.random(owner.shape[0])), K - 1)
+    key = np.unique(owner * K + k)
+    owner, k = key // K, key % K
+    ptr = np.zeros(n_users + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=n_users), out=ptr[1:])
+    theta = rng.gamma(1.0, size=k.shape[0])
+    theta /= np.bincount(owner, weights=theta, minlength=n_users)[owner]
+    theta_cum = np.cumsum(theta)  # user u's entries end at u + 1
+
+    activity = rng.lognormal(0.0, 1.0, n_users)
+    activity_cum = np.cumsum(activity / activity.sum())
+    items_of = np.maximum(1, np.round(items_per_chunk * size)).astype(np.int64)
+    first_item = np.zeros(K + 1, np.int64)
+    np.cumsum(items_of, out=first_item[1:])
+
+    def engagements(users, chunk, item_base):
+        pos = np.searchsorted(theta_cum, users + rng.random(users.shape[0]), side="right")
+        z = k[np.clip(pos, ptr[users], ptr[users + 1] - 1)]
+        item = item_base + first_item[z] + (items_of[z] * rng.random(z.shape[0]) ** 3).astype(
+            np.int64)
+        return np.column_stack([users, item, np.full(users.shape[0], chunk)])
+
+    def draw_users(n):
+        return np.minimum(np.searchsorted(activity_cum, rng.random(n)), n_users - 1)
+
+    train_users = np.concatenate([np.arange(n_users), draw_users(max(n_train - n_users, 0))])
+    train = engagements(train_users, 0, 0)
+    test = engagements(np.sort(draw_users(n_test)), 1, first_item[-1])
+    interests = (np.arange(first_item[-1]), np.repeat(np.arange(K), items_of))
+    return train, interests, test, np.diff(ptr)
+
+
+# ------------------------------------------------------------------------- timing
+
+
+@contextmanager
+def timed_kernels():
+    """Count and time the calls of the sampler's two kernels made inside the block.
+
+    Also notes when the first sweep starts and the last kernel ends: the numpy work of
+    ``partial_fit`` before the first is the chunk preparation, after the last the commit,
+    and between them (outside the kernels) the convergence checks and any second pass.
+    """
+    spent = {"gibbs_sweep": 0.0, "chunk_log_likelihood": 0.0, "sweeps": 0,
+             "first_start": None, "last_end": None}
+    originals = {name: getattr(sampler, name) for name in ("gibbs_sweep",
+                                                            "chunk_log_likelihood")}
+
+    def wrap(name, fn):
+        def timed(*args):
+            start = time.perf_counter()
+            out = fn(*args)
+            end = time.perf_counter()
+            spent[name] += end - start
+            if name == "gibbs_sweep":
+                spent["sweeps"] += 1
+                if spent["first_start"] is None:
+                    spent["first_start"] = start
+            spent["last_end"] = end
+            return out
+        return timed
+
+    for name, fn in originals.items():
+        setattr(sampler, name, wrap(name, fn))
+    try:
+        yield spent
+    finally:
+        for name, fn in originals.items():
+            setattr(sampler, name, fn)
+
+
+def warm_up() -> float:
+    """Compile (or load from numba's cache) every kernel on a tiny model."""
+    start = time.perf_counter()
+    train, interests, test, _ = planted_stream(200, 8, 2000, 2000, 100, seed=1)
+    model = MiCRO(random_state=0, max_sweeps=2).fit(train, item_interest=interests)
+    model.partial_fit(test)
+    model.recommend(np.arange(50), m=10)
+    return time.perf_counter() - start
+
+
+# ------------------------------------------------------------------- part 1: sampler
+
+
+def run_micro(train, interests, test, sweeps, seed, n_jobs):
+    start = time.perf_counter()
+    model = MiCRO(tol=0.0, max_sweeps=sweeps, random_state=seed, n_jobs=n_jobs).fit(
+        train, item_interest=interests)
+    fit_time = time.perf_counter() - start
+    test_users = model.user_ids_.lookup(test[:, 0])
+    support = np.diff(model.support_indptr_)[test_users]
+    with timed_kernels() as spent:
+        start = time.perf_counter()
+        model.partial_fit(test)
+        end = time.perf_counter()
+    kernels = spent["gibbs_sweep"] + spent["chunk_log_likelihood"]
+    prepare = spent["first_start"] - start
+    commit = end - spent["last_end"]
+    profile = {
+        "total": end - start,
+        "prepare": prepare,
+        "gibbs_sweep": spent["gibbs_sweep"],
+        "chunk_log_likelihood": spent["chunk_log_likelihood"],
+        "between": end - start - prepare - commit - kernels,
+        "commit": commit,
+    }
+    return model, fit_time, spent["sweeps"], profile, support
+
+
+def run_tomotopy(test, n_interests, sweeps, beta, seed):
+    start = time.perf_counter()
+    model = tp.LDAModel(k=n_interests, alpha=0.1, eta=beta, seed=seed)
+    model.optim_interval = 0  # MiCRO does not tune its priors either
+    items = np.unique(test[:, 1])
+    words = np.array([str(i) for i in items], dtype=object)[np.searchsorted(items, test[:, 1])]
+    bounds = np.flatnonzero(np.diff(test[:, 0])) + 1  # test is sorted by user
+    for doc in np.split(words, bounds):
+        model.add_doc(doc.tolist())
+    add_time = time.perf_counter() - start
+    start = time.perf_counter()
+    model.train(0, workers=1, parallel=tp.ParallelScheme.NONE)  # random initial topics
+    init_time = time.perf_counter() - start
+    start = time.perf_counter()
+    model.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
+    train_time = time.perf_counter() - start
+    n_words = model.num_words
+    del model
+    return add_time, init_time, train_time, n_words
+
+
+# ----------------------------------------------------------------- part 2: recommend
+
+
+def dense_phi(model: MiCRO) -> np.ndarray:
+    """``phi[k, t]`` of the latest chunk as a dense (K, I_t) array."""
+    K = model.n_interests_
+    n_items = model.chunk_items_.shape[0]
+    beta = float(model.beta)
+    phi = np.full((K, n_items), beta)
+    rows = np.repeat(np.arange(K), np.diff(model.phi_indptr_))
+    phi[rows, model.phi_item_] += model.phi_count_
+    phi /= (n_items * beta + model.interest_count_)[:, None]
+    return phi
+
+
+def dense_scan(model, phi, users, m, batch):
+    """Top-m of ``theta_u @ phi`` for each user: (local items, scores), the time of the
+    scan, and the score rows of each batch (kept untimed, for the agreement check)."""
+    spent = 0.0
+    local = np.empty((users.shape[0], m), np.int64)
+    scores = np.empty((users.shape[0], m))
+    full = []
+    for lo in range(0, users.shape[0], batch):
+        hi = min(lo + batch, users.shape[0])
+        start = time.perf_counter()
+        theta = model.user_interests(users[lo:hi]).toarray()
+        s = theta @ phi
+        top = np.argpartition(-s, m - 1, axis=1)[:, :m]
+        top_s = np.take_along_axis(s, top, axis=1)
+        order = np.argsort(-top_s, axis=1, kind="stable")
+        local[lo:hi] = np.take_along_axis(top, order, axis=1)
+        scores[lo:hi] = np.take_along_axis(top_s, order, axis=1)
+        spent += time.perf_counter() - start
+        full.append(s)
+    return local, scores, spent, full
+
+
+def agreement(model, users, m, dense_local, dense_scores, full, batch):
+    """Users whose top-m item sets are identical, and those identical up to ties."""
+    items, scores = model.recommend(users, m=m)
+    index = model.item_ids_.lookup(items.ravel()).reshape(items.shape)
+    micro_local = np.searchsorted(model.chunk_items_, index)
+    same_set = np.array([set(a) == set(b) for a, b in zip(micro_local, dense_local, strict=True)])
+    up_to_ties = np.empty(users.shape[0], bool)
+    for b, s in enumerate(full):
+        rows = np.arange(b * batch, b * batch + s.shape[0])
+        own = np.take_along_axis(s, micro_local[rows], axis=1)
+        up_to_ties[rows] = (np.isclose(own, scores[rows], rtol=1e-9, atol=0).all(axis=1)
+                            & np.isclose(scores[rows], dense_scores[rows], rtol=1e-9,
+                                         atol=0).all(axis=1))
+    return same_set.mean(), up_to_ties.mean()
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def machine() -> list[str]:
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f
+                       if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    blas = ", ".join(f"{i['internal_api']} {i['version']}" for i in threadpool_info()
+                     if i["user_api"] == "blas") or "none found"
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        commit = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--",
+                                "../sklearn_micro"], capture_output=True, text=True,
+                               check=True).stdout.strip()
+        commit += " with uncommitted changes to sklearn_micro" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return [f"- sklearn-micro at commit {commit}",
+            f"- machine: {os.cpu_count()} cores (nproc), {cpu}",
+            f"- python {platform.python_version()}, numpy {np.__version__}, numba "
+            f"{numba.__version__}, tomotopy {tp.__version__} ({tp.isa}), BLAS: {blas}",
+            "- load average at start (1, 5, 15 min): "
+            + ", ".join(f"{x:.2f}" for x in os.getloadavg())]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="smaller stream and fewer sweeps (under a minute)")
+    parser.add_argument("--users", type=int, help="users in the stream")
+    parser.add_argument("--train", type=int, help="engagements in the training chunk")
+    parser.add_argument("--test", type=int, help="engagements in the sampled test chunk")
+    parser.add_argument("--items", type=int, help="items drawn per chunk (about I_t)")
+    parser.add_argument("--interests", type=int, nargs="+", help="values of K")
+    parser.add_argument("--sweeps", type=int, help="Gibbs sweeps, for both samplers")
+    parser.add_argument("--rec-users", type=int, help="users given to MiCRO.recommend")
+    parser.add_argument("--dense-users", type=int, help="users given to the dense scan")
+    parser.add_argument("--m", type=int, default=100, help="items per user")
+    parser.add_argument("--batch", type=int, default=10_000, help="users per recommend call")
+    parser.add_argument("--dense-batch", type=int, default=100,
+                        help="users per matrix product of the dense scan")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="numba and BLAS threads of part 2 (default: all cores)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="passes over the users in part 2 (the best one is reported)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    numba.set_num_threads(args.threads)
+    beta = MiCRO().beta
+
+    command = "python benchmarks/sampler.py" + (" " + " ".join(argv or sys.argv[1:])).rstrip()
+    print(f"# MiCRO sampler and retrieval benchmark\n\n`{command}`\n")
+    print("\n".join(machine()))
+    print(f"- stream: {args.users:,} users, a training chunk of {args.train:,} engagements "
+          f"and a test chunk of {args.test:,}, about {args.items:,} items per chunk (all "
+          "new in the test chunk), 1-10 interests per user, drawn from the generative "
+          "model")
+    print(f"- part 1: K in {args.interests}, {args.sweeps} sweeps, 1 thread each (MiCRO's "
+          "sampler is sequential; tomotopy `workers=1`, `ParallelScheme.NONE`, "
+          f"`optim_interval=0`, alpha 0.1, eta {beta}); MiCRO alpha 1.0, beta {beta}, "
+          f"`tol=0, max_sweeps={args.sweeps}` (`tol=0` still ends the chain early if the "
+          "mean log-likelihood of the last 3 sweeps falls below that of the 3 before; "
+          "tomotopy then runs the number of sweeps MiCRO ran)")
+    print(f"- part 2: K = {max(args.interests)}, m = {args.m}, {args.threads} numba threads "
+          f"for `recommend` (all {os.cpu_count()} cores), {args.threads} BLAS threads for "
+          "the dense scan\n")
+
+    with threadpool_limits(1, user_api="blas"):
+        log("warming up numba kernels")
+        warm = warm_up()
+        speed_rows, profile_rows, setup_rows = [], [], []
+        for K in args.interests:
+            log(f"K={K}: drawing the stream")
+            train, interests, test, support = planted_stream(
+                args.users, K, args.train, args.test, args.items, seed=args.seed)
+            n_e = test.shape[0]
+            log(f"K={K}: MiCRO fit and partial_fit")
+            model, fit_time, ran, prof, e_support = run_micro(
+                train, interests, test, args.sweeps, args.seed, args.threads)
+            n_assigned = n_e - model.n_unassigned_[1]
+            log(f"K={K}: tomotopy ({ran} sweeps)")
+            add_time, init_time, tt_time, tt_words = run_tomotopy(test, K, ran, beta,
+                                                                  args.seed)
+            if tt_words != n_e:
+                log(f"warning: tomotopy holds {tt_words} words, the chunk {n_e}")
+            tt_rate = n_e * ran / tt_time
+            sweeps_only = prof["gibbs_sweep"]
+            for name, t in (("MiCRO `partial_fit` (whole call)", prof["total"]),
+                            ("MiCRO Gibbs sweeps only", sweeps_only),
+                            ("tomotopy `LDAModel.train`", tt_time)):
+                rate = n_e * ran / t
+                speed_rows.append([f"{K:,}", name, f"{n_e:,}", ran, fmt(t), fmt(ran / t),
+                                   f"{rate:,.0f}", f"{rate / tt_rate:.1f}x"])
+            profile_rows.append([
+                f"{K:,}", fmt(prof["total"]), fmt(prof["prepare"]), fmt(prof["gibbs_sweep"]),
+                fmt(prof["chunk_log_likelihood"]), fmt(prof["between"]), fmt(prof["commit"]),
+                f"{1e3 * prof['gibbs_sweep'] / ran:.0f}",
+                f"{1e3 * prof['chunk_log_likelihood'] / ran:.0f}"])
+            setup_rows.append([
+                f"{K:,}", f"{np.mean(support):.2f}", f"{np.mean(e_support):.2f}",
+                f"{100 * np.mean(e_support == 1):.0f}%",
+                f"{model.chunk_items_.shape[0]:,}", f"{n_assigned:,}", fmt(fit_time),
+                fmt(add_time), fmt(init_time)])
+            if K == max(args.interests):
+                rec_model = model
+            del model, train, interests, test
+
+    print("## 1. Gibbs sampling speed, one thread\n")
+    print("Engagements/s = engagements x sweeps / time. The ratio is to tomotopy at the "
+          "same K.\n")
+    print(table(["K", "sampler", "engagements", "sweeps", "time (s)", "sweeps/s",
+                 "engagements/s", "vs tomotopy"], speed_rows))
+    print("\nWhere `partial_fit`'s time goes (seconds): the two numba kernels, and the "
+          "numpy work before the first sweep, between kernel calls and after the last.\n")
+    print(table(["K", "partial_fit", "prepare chunk", "Gibbs sweeps", "log-likelihood",
+                 "between kernels", "commit", "ms per sweep", "ms per log-likelihood"],
+                profile_rows))
+    print(f"\nNot timed above (seconds): numba warm-up (compile or cache load) {fmt(warm)}; "
+          "per K:\n")
+    print(table(["K", "planted interests per user", "MiCRO support per engagement",
+                 "engagements with one interest", "I_t",
+                 "engagements MiCRO assigns", "MiCRO fit", "tomotopy add_doc",
+                 "tomotopy init"], setup_rows))
+    print("\nMiCRO's support is the set of interests of a user's training items; a sweep "
+          "passes over an engagement whose user has a single interest without sampling.")
+
+    log("part 2: recommend")
+    model = rec_model
+    rng = np.random.default_rng(args.seed)
+    users = model.user_ids_.ids[rng.permutation(len(model.user_ids_))[:args.rec_users]]
+    model.recommend(users[:100], m=args.m)
+    rec_times = []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        for lo in range(0, users.shape[0], args.batch):
+            model.recommend(users[lo:lo + args.batch], m=args.m)
+        rec_times.append(time.perf_counter() - start)
+
+    log("part 2: dense scan")
+    start = time.perf_counter()
+    phi = dense_phi(model)
+    phi_time = time.perf_counter() - start
+    sub = users[:args.dense_users]
+    with threadpool_limits(args.threads, user_api="blas"):
+        dense_scan(model, phi, sub[:args.dense_batch], args.m, args.dense_batch)
+        dense_times = []
+        for _ in range(args.repeat):
+            full = None
+            dense_local, dense_scores, spent, full = dense_scan(
+                model, phi, sub, args.m, args.dense_batch)
+            dense_times.append(spent)
+    same_set, up_to_ties = agreement(model, sub, args.m, dense_local, dense_scores, full,
+                                     args.dense_batch)
+    del full, phi
+    rec_rate = users.shape[0] / min(rec_times)
+    dense_rate = sub.shape[0] / min(dense_times)
+    K = max(args.interests)
+    print(f"\n## 2. `recommend` speed, K = {K:,}, m = {args.m}, exact\n")
+    print(f"I_t = {model.chunk_items_.shape[0]:,} items in the latest chunk. "
+          f"{args.threads} threads each. Each method passes over its users {args.repeat} "
+          "times: the best pass gives users/s, the median pass is beside it.\n")
+    print(table(["method", "users", "batch", "best pass (s)", "users/s",
+                 "users/s, median pass", "vs dense scan"], [
+        ["MiCRO `recommend`", f"{users.shape[0]:,}", f"{args.batch:,}",
+         fmt(min(rec_times)), f"{rec_rate:,.0f}",
+         f"{users.shape[0] / np.median(rec_times):,.0f}", f"{rec_rate / dense_rate:.0f}x"],
+        ["dense scan (theta @ phi, argpartition)", f"{sub.shape[0]:,}",
+         f"{args.dense_batch:,}", fmt(min(dense_times)), f"{dense_rate:,.0f}",
+         f"{sub.shape[0] / np.median(dense_times):,.0f}", "1x"],
+    ]))
+    print(f"\nAgreement on the {sub.shape[0]:,} users of the dense scan: identical top-"
+          f"{args.m} item sets for {100 * same_set:.1f}%, identical up to ties (MiCRO's "
+          f"scores equal the dense scores of its items, and the sorted top-{args.m} scores "
+          f"are equal, to 1e-9) for {100 * up_to_ties:.1f}%. Building the dense phi "
+          f"({K:,} x {model.chunk_items_.shape[0]:,}) took {fmt(phi_time)} s, not counted.")
+    print("\nLoad average at the end (1, 5, 15 min): "
+          + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + ".")
+
+
+if __name__ == "__main__":
+    main()
