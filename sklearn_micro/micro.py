@@ -84,11 +84,12 @@ def chunk_counts(e_user, e_item, sup_ptr, sup_k, n_interests, zpos):
     entry_k = sup_k[sup_ptr[e_user[rep]] + j]
     cand_key, emap = np.unique(e_item[rep] * K + entry_k, return_inverse=True)
     sup_pos = sup_ptr[e_user] + zpos
-    sup_cnt = np.bincount(sup_pos, minlength=sup_k.shape[0]).astype(np.int64)
+    # the sweep is bound by random access to these arrays: int32 halves their footprint
+    sup_cnt = np.bincount(sup_pos, minlength=sup_k.shape[0]).astype(np.int32)
     cand_cnt = np.bincount(emap[e_off[:-1] + zpos], minlength=cand_key.shape[0]).astype(
-        np.int64)
-    interest_cnt = np.bincount(sup_k[sup_pos], minlength=K).astype(np.int64)
-    return e_off, emap.astype(np.int64), cand_key, sup_cnt, cand_cnt, interest_cnt
+        np.int32)
+    interest_cnt = np.bincount(sup_k[sup_pos], minlength=K).astype(np.int32)
+    return e_off, emap.astype(np.int32), cand_key, sup_cnt, cand_cnt, interest_cnt
 
 
 class MiCRO(RecommenderMixin, BaseEstimator):
@@ -425,7 +426,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         sup_k = self.support_interest_[warm_pos]
         carried = self.support_count_[warm_pos]
         global_pos = warm_pos
-        zpos = np.full(i.shape[0], -1, np.int64)
+        zpos = np.full(i.shape[0], -1, np.int32)
         rng = self.random_state_
         sampler.seed(rng.randint(np.iinfo(np.int32).max))
         trace = []
@@ -455,13 +456,14 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             size = np.diff(sup_ptr)[e_user]
             assignable = size > 0
             start = assignable & (zpos < 0)
-            zpos[start] = (rng.random_sample(int(start.sum())) * size[start]).astype(np.int64)
+            zpos[start] = (rng.random_sample(int(start.sum())) * size[start]).astype(np.int32)
             ea_user, ea_item = e_user[assignable], i[assignable]
             ea_zpos = zpos[assignable]
             e_off, emap, cand_key, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
                 ea_user, ea_item, sup_ptr, sup_k, K, ea_zpos)
-            trace += self._run_chain(ea_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt,
-                                     cand_cnt, interest_cnt, ea_zpos, i_beta)
+            trace += self._run_chain(ea_user.astype(np.int32), e_off, emap, sup_ptr,
+                                     sup_k.astype(np.int32), sup_prior, sup_cnt, cand_cnt,
+                                     interest_cnt, ea_zpos, i_beta)
             zpos[assignable] = ea_zpos
             item_interest = _main_interests(item_interest, cand_key, cand_cnt, K)
         if self.verbose:
