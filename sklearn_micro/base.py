@@ -81,7 +81,11 @@ class RecommenderMixin:
     ``_recommend`` and maps the answer back to external item ids.
     """
 
-    _estimator_type = "recommender"
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.estimator_type = "recommender"
+        tags.target_tags.required = False
+        return tags
 
     def recommend(self, users, m: int = 100, *, exclude_seen: bool = False):
         """The ``m`` best items of the latest chunk for each user, best first.
