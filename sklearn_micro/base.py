@@ -46,6 +46,12 @@ class SeenItems:
         return self.keys & 0xFFFFFFFF
 
     def add(self, user: np.ndarray, item: np.ndarray) -> SeenItems:
+        user, item = np.asarray(user, np.int64), np.asarray(item, np.int64)
+        if user.size and (user.max() >= 2**31 or item.max() >= 2**32):
+            raise ValueError(
+                "seen items are kept for up to 2**31 users and 2**32 items; got "
+                f"{user.max() + 1} users and {item.max() + 1} items."
+            )
         new = distinct((np.asarray(user, np.int64) << 32) | np.asarray(item, np.int64))
         pos = np.searchsorted(self.keys, new)
         present = self.keys[np.minimum(pos, max(self.keys.shape[0] - 1, 0))] == new \
