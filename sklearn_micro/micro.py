@@ -58,7 +58,8 @@ def chunk_counts(e_user, e_item, sup_ptr, sup_k, n_interests, zpos):
     Parameters
     ----------
     e_user, e_item : ndarray of shape (n_engagements,)
-        Local user (row of the support CSR) and item of each engagement.
+        Local user (row of the support CSR) and local item (``0..I_t-1``) of each
+        engagement.
     sup_ptr, sup_k : ndarray
         The chunk users' supports as a CSR of interests.
     n_interests : int
@@ -67,10 +68,11 @@ def chunk_counts(e_user, e_item, sup_ptr, sup_k, n_interests, zpos):
 
     Returns
     -------
-    e_off, emap, cand_key : ndarray
-        ``emap[e_off[e] + j]`` is the (item, interest) entry of the j-th support interest of
-        engagement ``e``; entry ``c`` is item ``cand_key[c] // K``, interest
-        ``cand_key[c] % K``.
+    e_off, emap : ndarray
+        ``emap[e_off[e] + j]`` is the (item, interest) entry of the j-th support interest
+        of engagement ``e``.
+    cand_item, cand_k : ndarray
+        The item and the interest of each entry; entries are grouped by item.
     sup_cnt, cand_cnt, interest_cnt : ndarray
         ``N[u, k]`` of the chunk aligned with the supports, ``N[i, k, t]`` aligned with the
         entries, and ``N[k, t]``.
@@ -79,17 +81,16 @@ def chunk_counts(e_user, e_item, sup_ptr, sup_k, n_interests, zpos):
     size = sup_ptr[e_user + 1] - sup_ptr[e_user]
     e_off = np.zeros(e_user.shape[0] + 1, np.int64)
     np.cumsum(size, out=e_off[1:])
-    rep = np.repeat(np.arange(e_user.shape[0]), size)
-    j = np.arange(e_off[-1]) - e_off[rep]
-    entry_k = sup_k[sup_ptr[e_user[rep]] + j]
-    cand_key, emap = np.unique(e_item[rep] * K + entry_k, return_inverse=True)
-    sup_pos = sup_ptr[e_user] + zpos
+    n_items = int(e_item.max()) + 1 if e_item.size else 0
+    emap, cand_item, cand_k = sampler.entry_map(e_user, e_item, e_off, sup_ptr, sup_k,
+                                                n_items, K)
     # the sweep is bound by random access to these arrays: int32 halves their footprint
+    sup_pos = sup_ptr[e_user] + zpos
     sup_cnt = np.bincount(sup_pos, minlength=sup_k.shape[0]).astype(np.int32)
-    cand_cnt = np.bincount(emap[e_off[:-1] + zpos], minlength=cand_key.shape[0]).astype(
+    cand_cnt = np.bincount(emap[e_off[:-1] + zpos], minlength=cand_k.shape[0]).astype(
         np.int32)
     interest_cnt = np.bincount(sup_k[sup_pos], minlength=K).astype(np.int32)
-    return e_off, emap.astype(np.int32), cand_key, sup_cnt, cand_cnt, interest_cnt
+    return e_off, emap, cand_item, cand_k, sup_cnt, cand_cnt, interest_cnt
 
 
 class MiCRO(RecommenderMixin, BaseEstimator):
@@ -282,7 +283,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         carried = log.chunk >= last - _carried_chunks(self.phi_decay)
         for pos, (chunk, rows) in enumerate(iter_chunks(log.chunk[carried])):
             rows = np.flatnonzero(carried)[rows]
-            self._set_chunk(chunk, i[rows], z[rows], np.ones(rows.shape[0], bool),
+            self._set_chunk(chunk, i[rows], i[rows], z[rows], np.ones(rows.shape[0]),
                             carry=pos > 0)
         self.n_sweeps_ = {}
         self.log_likelihood_ = {}
@@ -325,12 +326,11 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         vocab = Vocabulary(ids)
         return log, vocab, labels.astype(np.int64)
 
-    def _set_chunk(self, chunk, items, z, assigned, *, carry=False):
-        """Make ``chunk`` the latest: ``phi`` from its engagements (item index, interest),
-        plus, with ``carry`` and ``phi_decay > 0``, the decayed counts of the previous one."""
+    def _set_chunk(self, chunk, items, phi_items, phi_k, phi_w, *, carry=False):
+        """Make ``chunk`` the latest: popularity from its engagements' ``items``, ``phi``
+        from the counts ``phi_w`` of (``phi_items``, ``phi_k``) pairs, plus, with ``carry``
+        and ``phi_decay > 0``, the decayed counts of the previous chunk."""
         K = self.n_interests_
-        phi_k, phi_items = z[assigned], items[assigned]
-        phi_w = np.ones(phi_k.shape[0])
         pop_items, pop_w = items, np.ones(items.shape[0])
         if carry and self.phi_decay > 0:
             old_w = self.phi_count_ * self.phi_decay
@@ -343,7 +343,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             keep = old_pop >= _MIN_MASS
             pop_items = np.concatenate([pop_items, self.chunk_items_[keep]])
             pop_w = np.concatenate([pop_w, old_pop[keep]])
-        chunk_items, pop_local = np.unique(pop_items, return_inverse=True)
+        chunk_items = distinct(pop_items)
+        pop_local = np.searchsorted(chunk_items, pop_items)
         self.latest_chunk_ = int(chunk)
         self.chunk_items_ = chunk_items
         self.chunk_item_count_ = np.bincount(pop_local, weights=pop_w,
@@ -414,7 +415,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         chunk_users = u[new_user]
         e_user = np.cumsum(new_user) - 1
         n_local = chunk_users.shape[0]
-        i_beta = distinct(i).shape[0] * float(self.beta)
+        chunk_items = distinct(i)
+        local_i = np.searchsorted(chunk_items, i)
+        i_beta = chunk_items.shape[0] * float(self.beta)
 
         # supports: carried for users with one, from their items' interests for the others
         indptr_old = self.support_indptr_
@@ -457,15 +460,16 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             assignable = size > 0
             start = assignable & (zpos < 0)
             zpos[start] = (rng.random_sample(int(start.sum())) * size[start]).astype(np.int32)
-            ea_user, ea_item = e_user[assignable], i[assignable]
+            ea_user = e_user[assignable]
             ea_zpos = zpos[assignable]
-            e_off, emap, cand_key, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
-                ea_user, ea_item, sup_ptr, sup_k, K, ea_zpos)
+            e_off, emap, cand_item, cand_k, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
+                ea_user, local_i[assignable], sup_ptr, sup_k, K, ea_zpos)
             trace += self._run_chain(ea_user.astype(np.int32), e_off, emap, sup_ptr,
                                      sup_k.astype(np.int32), sup_prior, sup_cnt, cand_cnt,
                                      interest_cnt, ea_zpos, i_beta)
             zpos[assignable] = ea_zpos
-            item_interest = _main_interests(item_interest, cand_key, cand_cnt, K)
+            item_interest = _main_interests(item_interest, chunk_items[cand_item], cand_k,
+                                            cand_cnt)
         if self.verbose:
             print(f"[MiCRO] chunk {chunk}: {int(assignable.sum())} engagements, {len(trace)} "
                   f"sweeps, log-likelihood {trace[-1]:.6g}")
@@ -487,9 +491,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.item_ids_ = item_ids
         self.item_interest_ = item_interest
         self.seen_items_ = self.seen_items_.add(u, i)
-        all_z = np.full(i.shape[0], -1, np.int64)
-        all_z[assignable] = sup_k[sup_ptr[e_user[assignable]] + zpos[assignable]]
-        self._set_chunk(chunk, i, all_z, assignable, carry=True)
+        hit = cand_cnt > 0
+        self._set_chunk(chunk, i, chunk_items[cand_item[hit]], cand_k[hit],
+                        cand_cnt[hit].astype(np.float64), carry=True)
         self.n_sweeps_ = {**self.n_sweeps_, chunk: len(trace)}
         self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
         self.n_unassigned_ = {**self.n_unassigned_, chunk: int((~assignable).sum())}
@@ -592,26 +596,20 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         return sp.csr_matrix(sp.diags(scale) @ out)
 
 
-def _main_interests(item_interest, cand_key, cand_cnt, n_interests):
-    """``item_interest`` with each item of a (item, interest) count entry set to the
-    interest holding most of its engagements (ties to the lower interest).
-
-    ``cand_key`` (``item * n_interests + interest``) is sorted, so each item's entries are
-    contiguous with interests ascending.
-    """
-    hit = cand_cnt > 0
-    item, k, cnt = cand_key[hit] // n_interests, cand_key[hit] % n_interests, cand_cnt[hit]
+def _main_interests(item_interest, item, k, cnt):
+    """``item_interest`` with each item of a count entry (``item``, ``k``, ``cnt``; entries
+    grouped by item) set to the interest holding most of its engagements, ties going to the
+    lower interest."""
+    hit = cnt > 0
+    item, k, cnt = item[hit], k[hit], cnt[hit]
     out = item_interest.copy()
     if item.shape[0] == 0:
         return out
     start = np.flatnonzero(np.concatenate([[True], item[1:] != item[:-1]]))
-    best = np.maximum.reduceat(cnt, start)
     group = np.repeat(np.arange(start.shape[0]), np.diff(np.append(start, item.shape[0])))
-    is_best = cnt == best[group]
-    # the first entry of each group that reaches the group's maximum
-    first = np.flatnonzero(is_best)
-    first = first[np.concatenate([[True], group[first][1:] != group[first][:-1]])]
-    out[item[first]] = k[first]
+    best = np.maximum.reduceat(cnt, start)
+    candidate = np.where(cnt == best[group], k, np.iinfo(np.int64).max)
+    out[item[start]] = np.minimum.reduceat(candidate, start)
     return out
 
 

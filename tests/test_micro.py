@@ -244,17 +244,25 @@ def test_counts_equal_a_recount_after_every_sweep(case):
     rng = np.random.default_rng(seed)
     size = sup_ptr[users + 1] - sup_ptr[users]
     zpos = (rng.random(users.shape[0]) * size).astype(np.int64)
-    e_off, emap, cand_key, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
+    e_off, emap, cand_item, cand_k, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
         users, items, sup_ptr, sup_k, K, zpos)
+    # each (item, interest) pair of a user's support has one entry, and maps point to it
+    pairs = set(zip(cand_item.tolist(), cand_k.tolist(), strict=True))
+    assert len(pairs) == cand_item.shape[0]
+    for e in range(users.shape[0]):
+        for j in range(e_off[e + 1] - e_off[e]):
+            entry = emap[e_off[e] + j]
+            assert cand_item[entry] == items[e]
+            assert cand_k[entry] == sup_k[sup_ptr[users[e]] + j]
     sampler.seed(seed)
     for _ in range(3):
         sampler.gibbs_sweep(users, e_off, emap, sup_ptr, sup_k, prior, sup_cnt, cand_cnt,
                             interest_cnt, zpos, 0.1, 0.1 * len(set(items.tolist())))
         assert ((zpos >= 0) & (zpos < size)).all()
         recount = chunk_counts(users, items, sup_ptr, sup_k, K, zpos)
-        np.testing.assert_array_equal(recount[3], sup_cnt)
-        np.testing.assert_array_equal(recount[4], cand_cnt)
-        np.testing.assert_array_equal(recount[5], interest_cnt)
+        np.testing.assert_array_equal(recount[4], sup_cnt)
+        np.testing.assert_array_equal(recount[5], cand_cnt)
+        np.testing.assert_array_equal(recount[6], interest_cnt)
         assert sup_cnt.sum() == cand_cnt.sum() == interest_cnt.sum() == users.shape[0]
 
 

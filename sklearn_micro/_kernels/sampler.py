@@ -85,3 +85,52 @@ def chunk_log_likelihood(sup_prior, sup_cnt, cand_cnt, interest_cnt, beta, i_bet
         if interest_cnt[k] > 0:
             ll -= math.lgamma(i_beta + interest_cnt[k]) - lg_ibeta
     return ll
+
+
+@njit(cache=True)
+def entry_map(e_user, e_item, e_off, sup_ptr, sup_k, n_items, n_interests):
+    """The (item, interest) entries of a chunk and each engagement's map into them.
+
+    Engagement ``e`` of local item ``e_item[e]`` has one entry per interest of its user's
+    support; ``emap[e_off[e] + j]`` is the entry of its j-th interest. Entries are grouped
+    by item (a counting sort), each (item, interest) pair once, in O(entries + items + K).
+    Returns ``emap``, and each entry's item and interest.
+    """
+    n = e_user.shape[0]
+    total = e_off[n]
+    start = np.zeros(n_items + 1, np.int64)
+    for e in range(n):
+        start[e_item[e] + 1] += e_off[e + 1] - e_off[e]
+    for it in range(n_items):
+        start[it + 1] += start[it]
+    fill = start[:-1].copy()
+    by_item = np.empty(total, np.int64)
+    for e in range(n):
+        it = e_item[e]
+        for p in range(e_off[e], e_off[e + 1]):
+            by_item[fill[it]] = p
+            fill[it] += 1
+    entry_k = np.empty(total, np.int64)
+    for e in range(n):
+        s0 = sup_ptr[e_user[e]]
+        for j in range(e_off[e + 1] - e_off[e]):
+            entry_k[e_off[e] + j] = sup_k[s0 + j]
+    mark = np.full(n_interests, -1, np.int64)
+    emap = np.empty(total, np.int32)
+    cand_item = np.empty(total, np.int64)
+    cand_k = np.empty(total, np.int64)
+    n_cand = 0
+    for it in range(n_items):
+        first = n_cand
+        for q in range(start[it], start[it + 1]):
+            p = by_item[q]
+            k = entry_k[p]
+            if mark[k] < 0:
+                mark[k] = n_cand
+                cand_item[n_cand] = it
+                cand_k[n_cand] = k
+                n_cand += 1
+            emap[p] = mark[k]
+        for c in range(first, n_cand):
+            mark[cand_k[c]] = -1
+    return emap, cand_item[:n_cand].copy(), cand_k[:n_cand].copy()
