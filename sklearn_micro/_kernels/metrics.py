@@ -3,6 +3,8 @@
 import numpy as np
 from numba import njit
 
+from .topm import lower_bound
+
 
 @njit(cache=True)
 def ranking_metrics_kernel(recommended, rel_indptr, rel_items, ks, recall, mrr, ndcg):
@@ -53,14 +55,7 @@ def ranking_metrics_kernel(recommended, rel_indptr, rel_items, ks, recall, mrr, 
             it = recommended[r, j]
             if it < 0:
                 continue
-            a = lo
-            b = hi
-            while a < b:
-                mid = (a + b) // 2
-                if rel_items[mid] < it:
-                    a = mid + 1
-                else:
-                    b = mid
+            a = lower_bound(rel_items, lo, hi, it)
             if a < hi and rel_items[a] == it and not hit[a - lo]:
                 hit[a - lo] = True
                 hits += 1

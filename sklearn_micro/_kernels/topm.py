@@ -5,16 +5,22 @@ from numba import njit, prange
 
 
 @njit(cache=True)
-def _is_seen(seen_items, lo, hi, item):
-    # seen_items[lo:hi] is sorted: binary search
-    end = hi
+def lower_bound(values, lo, hi, value):
+    """The first position in the sorted ``values[lo:hi]`` whose value is not below
+    ``value`` (``hi`` if none)."""
     while lo < hi:
         mid = (lo + hi) // 2
-        if seen_items[mid] < item:
+        if values[mid] < value:
             lo = mid + 1
         else:
             hi = mid
-    return lo < end and seen_items[lo] == item
+    return lo
+
+
+@njit(cache=True)
+def _is_seen(seen_items, lo, hi, item):
+    pos = lower_bound(seen_items, lo, hi, item)
+    return pos < hi and seen_items[pos] == item
 
 
 @njit(cache=True)
