@@ -182,11 +182,14 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     - Right after `fit`, ``phi`` comes from the last training chunk with ``z`` the item's
       interest.
     - A user with no support yet (not in training) takes, for a chunk, the main interests
-      of the items it engages with there as its support; after the chunk its support is the
-      interests its engagements were given. Engagements of such a user with items that have
-      no interest yet stay unassigned: they count in ``I_t`` and in popularity but not in
-      ``phi``.
-    - `recommend` scores only items of the latest chunk. Items outside the user's interests
+      of the items it engages with there as its support. If all its items are new, it gets
+      a second chance once the chain has converged: the interests the chain gave those
+      items, then the chain runs again. After the chunk its support is the interests its
+      engagements were given. Engagements still without an interest stay unassigned: they
+      count in ``I_t`` and in popularity but not in ``phi``.
+    - ``recommend`` scores the latest chunk's items; with ``phi_decay > 0`` also the items
+      of earlier chunks still carrying mass.
+    - `recommend` scores only items with ``phi`` mass. Items outside the user's interests
       all have the same model score, so ties and the slots that the user's interests cannot
       fill are given by the latest chunk's popularity, scored with the model value of an
       item outside those interests. A user never seen gets the latest chunk's popularity
