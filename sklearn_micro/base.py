@@ -9,7 +9,8 @@ Every recommender is a scikit-learn estimator with three verbs:
   first, as ``(items, scores)`` arrays of shape (n_users, m) in external ids.
 
 A subclass keeps its id vocabularies in ``user_ids_`` and ``item_ids_`` and implements
-``_recommend(user_index, m, seen)`` on internal indices (-1 for users it has never seen),
+``_recommend(user_index, m, seen)`` on internal indices (-1 for users it has never seen;
+``seen`` the CSR ``(indptr, items)`` of items to leave out, sorted per user),
 returning internal item indices padded with -1 and scores padded with -inf.
 """
 
@@ -22,7 +23,23 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._log import distinct
 
-__all__ = ["RecommenderMixin", "SeenItems"]
+__all__ = ["RecommenderMixin", "SeenItems", "csr_rows", "ranges_csr"]
+
+
+def ranges_csr(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR ``(indptr, positions)`` whose row ``r`` holds the positions ``lo[r]:hi[r]``."""
+    indptr = np.zeros(lo.shape[0] + 1, np.int64)
+    np.cumsum(hi - lo, out=indptr[1:])
+    return indptr, np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
+
+
+def csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For a CSR ``indptr``: the indptr of ``rows`` (-1 gives an empty row) and the
+    positions of their entries."""
+    rows = np.asarray(rows, np.int64)
+    lo = np.where(rows >= 0, indptr[np.maximum(rows, 0)], 0)
+    hi = np.where(rows >= 0, indptr[np.maximum(rows, 0) + 1], 0)
+    return ranges_csr(lo, hi)
 
 
 class SeenItems:
@@ -69,15 +86,9 @@ class SeenItems:
         """``(indptr, items)`` of the seen items of ``users`` (internal, -1 for unknown)."""
         users = np.asarray(users, np.int64)
         lo = np.searchsorted(self.keys, users << 32)
-        hi = np.searchsorted(self.keys, (users + 1) << 32)
-        lo = np.where(users < 0, 0, lo)
-        hi = np.where(users < 0, 0, hi)
-        indptr = np.zeros(users.shape[0] + 1, np.int64)
-        np.cumsum(hi - lo, out=indptr[1:])
-        if indptr[-1] == 0:
-            return indptr, np.empty(0, np.int64)
-        rows = np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
-        return indptr, self.keys[rows] & 0xFFFFFFFF
+        hi = np.where(users < 0, lo, np.searchsorted(self.keys, (users + 1) << 32))
+        indptr, positions = ranges_csr(lo, hi)
+        return indptr, self.keys[positions] & 0xFFFFFFFF
 
 
 class RecommenderMixin:
@@ -126,7 +137,10 @@ class RecommenderMixin:
         if users.size == 0:
             return self._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
         user_index = self.user_ids_.lookup(users, name="users")
-        seen = self.seen_items_.csr(user_index) if exclude_seen else None
+        if exclude_seen:
+            seen = self.seen_items_.csr(user_index)
+        else:
+            seen = np.zeros(users.shape[0] + 1, np.int64), np.empty(0, np.int64)
         items, scores = self._recommend(user_index, int(m), seen)
         return self._external_items(items), scores
 

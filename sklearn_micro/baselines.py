@@ -26,7 +26,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._kernels.ranking import top_m_dense, top_m_sparse
 from ._kernels.topm import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, check_log, iter_chunks
-from .base import RecommenderMixin, SeenItems
+from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr
 
 __all__ = [
     "ALSRecommender",
@@ -55,20 +55,12 @@ def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
     """CSR ``(indptr, positions)`` of the entries of ``sorted_keys`` equal to each key."""
     lo = np.searchsorted(sorted_keys, keys, side="left")
     hi = np.searchsorted(sorted_keys, keys, side="right")
-    hi = np.where(keys < 0, lo, hi)
-    indptr = np.zeros(keys.shape[0] + 1, np.int64)
-    np.cumsum(hi - lo, out=indptr[1:])
-    positions = np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
-    return indptr, positions
+    return ranges_csr(lo, np.where(keys < 0, lo, hi))
 
 
 def _seen_of_rows(seen_indptr: np.ndarray, seen_items: np.ndarray, rows: np.ndarray):
     """The seen-items CSR restricted to ``rows``."""
-    indptr = np.zeros(rows.shape[0] + 1, np.int64)
-    np.cumsum(seen_indptr[rows + 1] - seen_indptr[rows], out=indptr[1:])
-    positions = np.repeat(seen_indptr[rows] - indptr[:-1], np.diff(indptr)) + np.arange(
-        indptr[-1]
-    )
+    indptr, positions = csr_rows(seen_indptr, rows)
     return indptr, seen_items[positions]
 
 
@@ -263,10 +255,7 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
         items = np.full((n, m), -1, np.int64)
         scores = np.full((n, m), -np.inf)
         n_filled = np.zeros(n, np.int64)
-        if seen is None:
-            seen_indptr, seen_items = np.zeros(n + 1, np.int64), np.empty(0, np.int64)
-        else:
-            seen_indptr, seen_items = seen
+        seen_indptr, seen_items = seen
         self._rank(user_index, items, scores, n_filled, seen_indptr, seen_items)
         last = scores[np.arange(n), np.maximum(n_filled - 1, 0)]
         fill_base = np.where(n_filled > 0, last, 0.0) - 1.0
@@ -333,10 +322,7 @@ class PopularityRecommender(_WindowRecommender):
         n = user_index.shape[0]
         items = np.full((n, m), -1, np.int64)
         scores = np.full((n, m), -np.inf)
-        if seen is None:
-            seen_indptr, seen_items = np.zeros(n + 1, np.int64), np.empty(0, np.int64)
-        else:
-            seen_indptr, seen_items = seen
+        seen_indptr, seen_items = seen
         fill_remainder(
             items, scores, np.zeros(n, np.int64), self.ranking_items_,
             self.ranking_counts_.astype(np.float64), np.zeros(n), seen_indptr, seen_items,

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._kernels import sampler
 from ._kernels.topm import fill_remainder, mixture_topm
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, distinct, iter_chunks
-from .base import RecommenderMixin, SeenItems
+from .base import RecommenderMixin, SeenItems, csr_rows
 
 __all__ = ["MiCRO"]
 
@@ -39,17 +39,6 @@ def _counts_csr(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
     indptr = np.zeros(n_rows + 1, np.int64)
     np.cumsum(np.bincount(r, minlength=n_rows), out=indptr[1:])
     return indptr, (uniq % n_cols).astype(np.int64), counts.astype(np.float64)
-
-
-def _csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For a CSR ``indptr``: the new indptr of ``rows`` and the positions of their entries."""
-    rows = np.asarray(rows, np.int64)
-    lo = np.where(rows >= 0, indptr[np.maximum(rows, 0)], 0)
-    hi = np.where(rows >= 0, indptr[np.maximum(rows, 0) + 1], 0)
-    out = np.zeros(rows.shape[0] + 1, np.int64)
-    np.cumsum(hi - lo, out=out[1:])
-    pos = np.repeat(lo - out[:-1], hi - lo) + np.arange(out[-1])
-    return out, pos
 
 
 def chunk_counts(e_user, e_item, sup_ptr, sup_k, n_interests, zpos):
@@ -427,7 +416,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         has_support = np.zeros(n_local, bool)
         old = chunk_users < n_users_old
         has_support[old] = np.diff(indptr_old)[chunk_users[old]] > 0
-        warm_ptr, warm_pos = _csr_rows(indptr_old, np.where(has_support, chunk_users, -1))
+        warm_ptr, warm_pos = csr_rows(indptr_old, np.where(has_support, chunk_users, -1))
         sup_user = np.repeat(np.arange(n_local), np.diff(warm_ptr))
         sup_k = self.support_interest_[warm_pos]
         carried = self.support_count_[warm_pos]
@@ -523,7 +512,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
     def _theta(self, user_index: np.ndarray):
         """CSR (indptr, interests, theta) of the users' mixtures; empty rows for unknown."""
-        indptr, pos = _csr_rows(self.support_indptr_, user_index)
+        indptr, pos = csr_rows(self.support_indptr_, user_index)
         k = self.support_interest_[pos]
         weight = self.alpha + self.support_count_[pos]
         row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
@@ -536,8 +525,6 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         weight = theta / denom
         row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
         base = np.bincount(row, weights=weight * self.beta, minlength=user_index.shape[0])
-        if seen is None:
-            seen = (np.zeros(user_index.shape[0] + 1, np.int64), np.empty(0, np.int64))
         threads = numba.get_num_threads()
         if self.n_jobs is not None:
             numba.set_num_threads(min(effective_n_jobs(self.n_jobs),
@@ -556,9 +543,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         for rows, pop_score in ((~unseen, np.zeros_like(share)), (unseen, share)):
             if rows.any():
                 sub_i, sub_s = items[rows], scores[rows]
-                sub_seen = _subset_csr(seen, rows)
+                sub_ptr, pos = csr_rows(seen[0], np.flatnonzero(rows))
                 fill_remainder(sub_i, sub_s, n_filled[rows], pop_order, pop_score, base[rows],
-                               sub_seen[0], sub_seen[1])
+                               sub_ptr, seen[1][pos])
                 items[rows], scores[rows] = sub_i, sub_s
         return items, scores
 
@@ -614,10 +601,3 @@ def _main_interests(item_interest, item, k, cnt):
     candidate = np.where(cnt == best[group], k, np.iinfo(np.int64).max)
     out[item[start]] = np.minimum.reduceat(candidate, start)
     return out
-
-
-def _subset_csr(csr, rows: np.ndarray):
-    indptr, values = csr
-    index = np.flatnonzero(rows)
-    new_ptr, pos = _csr_rows(indptr, index)
-    return new_ptr, values[pos]
