@@ -121,6 +121,7 @@ def _load(args):
 
 
 def reproduce(args) -> int:
+    from ._log import distinct
     from .experiment import plot_per_chunk, results_table, run_experiment, split_chunks
 
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
@@ -131,10 +132,10 @@ def reproduce(args) -> int:
     log, source = _load(args)
     train, test = split_chunks(log, args.train_chunks)
     print(f"data: {source}")
-    print(f"{len(log):,} engagements, {len(set(log.user.tolist())):,} users, "
-          f"{len(set(log.item.tolist())):,} items, chunks {log.chunk.min()}..{log.chunk.max()}; "
+    print(f"{len(log):,} engagements, {len(distinct(log.user)):,} users, "
+          f"{len(distinct(log.item)):,} items, chunks {log.chunk.min()}..{log.chunk.max()}; "
           f"train on chunks up to {train.chunk.max()} ({len(train):,} engagements), "
-          f"test on {len(set(test.chunk.tolist()))} chunks ({len(test):,} engagements)")
+          f"test on {len(distinct(test.chunk))} chunks ({len(test):,} engagements)")
     m_values = sorted({min(50, args.m), args.m})
     reports = run_experiment(train, test, n_interests=args.k, methods=["MiCRO", *baselines],
                              n_components=args.dim, m_values=m_values,
