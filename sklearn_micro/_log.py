@@ -275,6 +275,12 @@ class Vocabulary:
         """
         values = np.asarray(values)
         distinct, inverse = np.unique(values, return_inverse=True)
+        vocab, index = self.extend_distinct(distinct, name=name)
+        return vocab, index[inverse.ravel()]
+
+    def extend_distinct(self, distinct, *, name: str = "ids") -> tuple[Vocabulary, np.ndarray]:
+        """`extend` for ``distinct``, sorted distinct values: unseen ones are appended in
+        their order. Returns the new vocabulary and the index of each value."""
         index = self.lookup(distinct, name=name)
         unseen = index < 0
         if unseen.any():
@@ -285,7 +291,7 @@ class Vocabulary:
             index[unseen] = len(self) + np.arange(new_ids.shape[0])
         else:
             vocab = self
-        return vocab, index[inverse.ravel()]
+        return vocab, index
 
     def __getstate__(self):
         return {"ids": self.ids}

@@ -154,3 +154,34 @@ class RecommenderMixin:
         out[valid] = ids[items[valid]]
         return out
 
+
+
+def unique_pairs(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``(row, col)`` pairs of non-negative integers, sorted by row then col."""
+    rows = np.asarray(rows, np.int64)
+    cols = np.asarray(cols, np.int64)
+    if rows.size == 0:
+        return rows, cols
+    n_cols = int(cols.max()) + 1
+    key = distinct(rows * n_cols + cols)
+    return key // n_cols, key % n_cols
+
+
+def fill_empty_rows(indptr: np.ndarray, columns, rows: np.ndarray, values):
+    """A CSR whose empty ``rows`` (sorted, distinct) receive new entries.
+
+    ``columns`` are the CSR's aligned entry arrays, ``values`` the new entries of each and
+    ``rows`` the row of every new entry (in any order; entries of one row keep their
+    order). One pass of copying, no sort: existing entries keep their
+    order. Returns the new indptr and the new columns.
+    """
+    order = np.argsort(rows, kind="stable")
+    values = tuple(np.asarray(v)[order] for v in values)
+    rows, counts = np.unique(np.asarray(rows, np.int64)[order], return_counts=True)
+    added = np.zeros(indptr.shape[0] - 1, np.int64)
+    added[rows] = counts
+    new_indptr = indptr.copy()
+    new_indptr[1:] += np.cumsum(added)
+    at = np.repeat(indptr[rows], counts)
+    return new_indptr, tuple(np.insert(c, at, v.astype(c.dtype, copy=False))
+                             for c, v in zip(columns, values, strict=True))
