@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ._kernels.vocabulary import present_values, table_lookup
+
 COLUMNS = ("user", "item", "chunk")
 
 __all__ = [
@@ -205,10 +207,30 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
     return log
 
 
+# integer ids spanning at most this many times their number (plus a little) are handled
+# with dense tables: O(n) distinct values and lookups instead of sorts and binary searches
+_TABLE_SPAN = 4
+
+
+def _dense_span(values: np.ndarray, n: int) -> tuple[int, int] | None:
+    """``(low, span)`` of signed integer ``values`` when a table over their range is small
+    beside ``n``; None otherwise."""
+    if values.dtype.kind != "i" or values.size == 0:
+        return None
+    low, high = int(values.min()), int(values.max())
+    span = high - low + 1
+    return (low, span) if span <= _TABLE_SPAN * n + 1024 else None
+
+
 def distinct(values) -> np.ndarray:
-    """The sorted distinct values of a 1-D array (``np.unique`` without its hashing path,
-    which is many times slower on large int64 arrays)."""
-    values = np.sort(np.asarray(values).ravel())
+    """The sorted distinct values of a 1-D array: a presence table for integers of a small
+    range, otherwise a sort (``np.unique`` without its hashing path, which is many times
+    slower on large int64 arrays)."""
+    values = np.asarray(values).ravel()
+    dense = _dense_span(values, values.shape[0])
+    if dense is not None:
+        return present_values(values, *dense)
+    values = np.sort(values)
     if values.shape[0] < 2:
         return values
     keep = np.empty(values.shape[0], bool)
@@ -225,15 +247,23 @@ class Vocabulary:
     """External ids mapped to contiguous internal indices ``0..n-1``.
 
     The internal index of an id is its position in ``ids``; `extend` appends unseen ids at
-    the end, so indices already handed out never change. Lookups are binary searches in a
-    sorted copy, so they cost O(log n) per id and hold no Python dict.
+    the end, so indices already handed out never change. Integer ids whose range is at most
+    a few times their number are looked up in a dense table (O(1) per id); other ids by
+    binary search in a sorted copy (O(log n) per id). No Python dict is held.
     """
 
     def __init__(self, ids: np.ndarray):
         ids = np.asarray(ids)
         self.ids = ids
-        self._order = np.argsort(ids, kind="stable")
-        self._sorted = ids[self._order]
+        dense = _dense_span(ids, ids.shape[0])
+        if dense is not None:
+            self._low = dense[0]
+            self._table = np.full(dense[1], -1, np.int64)
+            self._table[ids - self._low] = np.arange(ids.shape[0])
+        else:
+            self._table = None
+            self._order = np.argsort(ids, kind="stable")
+            self._sorted = ids[self._order]
 
     @classmethod
     def from_ids(cls, values: np.ndarray) -> Vocabulary:
@@ -263,6 +293,8 @@ class Vocabulary:
         self._check_kind(values, name)
         if len(self) == 0:
             return np.full(values.shape, -1, dtype=np.int64)
+        if self._table is not None:
+            return table_lookup(values.ravel(), self._low, self._table).reshape(values.shape)
         pos = np.searchsorted(self._sorted, values)
         pos = np.minimum(pos, len(self) - 1)
         found = self._sorted[pos] == values
@@ -274,9 +306,8 @@ class Vocabulary:
         ``self`` is left unchanged, so a caller can validate everything before it commits.
         """
         values = np.asarray(values)
-        distinct, inverse = np.unique(values, return_inverse=True)
-        vocab, index = self.extend_distinct(distinct, name=name)
-        return vocab, index[inverse.ravel()]
+        vocab, _ = self.extend_distinct(distinct(values), name=name)
+        return vocab, vocab.lookup(values, name=name)
 
     def extend_distinct(self, distinct, *, name: str = "ids") -> tuple[Vocabulary, np.ndarray]:
         """`extend` for ``distinct``, sorted distinct values: unseen ones are appended in

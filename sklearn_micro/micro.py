@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -17,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._gibbs import build_layout, run_chain
 from ._kernels import sampler
 from ._kernels.topm import fill_remainder, mixture_topm
+from ._kernels.vocabulary import present_values
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, distinct, iter_chunks
 from .base import RecommenderMixin, SeenItems, csr_rows, fill_empty_rows, unique_pairs
 
@@ -26,6 +28,17 @@ __all__ = ["MiCRO"]
 _MIN_MASS = 0.01
 
 
+@contextmanager
+def _numba_threads(n_jobs):
+    """numba's threads set to ``n_jobs`` (scikit-learn's meaning) inside the block."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(effective_n_jobs(n_jobs), numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield numba.get_num_threads()
+    finally:
+        numba.set_num_threads(before)
+
+
 def _carried_chunks(decay: float) -> int:
     """How many chunks back a count of one keeps at least ``_MIN_MASS`` under ``decay``."""
     return 0 if decay <= 0 else int(np.floor(np.log(_MIN_MASS) / np.log(decay)))
@@ -33,14 +46,10 @@ def _carried_chunks(decay: float) -> int:
 
 def _counts_csr(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
                 weights: np.ndarray | None = None):
-    """Distinct (row, col) pairs with summed weights, sorted by row then col, as a CSR."""
-    key = rows.astype(np.int64) * n_cols + cols
-    uniq, inverse = np.unique(key, return_inverse=True)
-    counts = np.bincount(inverse, weights=weights, minlength=uniq.shape[0])
-    r = uniq // n_cols
-    indptr = np.zeros(n_rows + 1, np.int64)
-    np.cumsum(np.bincount(r, minlength=n_rows), out=indptr[1:])
-    return indptr, (uniq % n_cols).astype(np.int64), counts.astype(np.float64)
+    """Distinct (row, col) pairs with summed weights, sorted by row then col, as a CSR
+    ``(indptr, cols as int32, sums as float64)``."""
+    weights = np.empty(0) if weights is None else np.asarray(weights, np.float64)
+    return sampler.pair_counts(rows, cols, weights, n_rows, n_cols)
 
 
 class MiCRO(RecommenderMixin, BaseEstimator):
@@ -79,8 +88,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the sampler. The stream carries on across `partial_fit` calls.
     n_jobs : int or None, default=None
-        Threads for `recommend` (the sampler itself is sequential). None keeps numba's
-        default.
+        Parallel work. The sampler splits a chunk's users into ``n_jobs`` partitions of
+        about equal work and samples them at once on threads, each against its own copy
+        of the (item, interest) counts it touches; the copies' changes are merged after
+        every sweep (AD-LDA, Newman et al. 2009). `recommend` ranks users on ``n_jobs``
+        threads. None means 1 unless in a `joblib.parallel_config` context; -1 means all
+        processors. Results are deterministic for a given ``random_state`` and
+        ``n_jobs``; different ``n_jobs`` give different chains of the same quality.
     verbose : int, default=0
         Print one line per chunk (sweeps, changed assignments, log-likelihood).
 
@@ -379,9 +393,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 supports.ptr, supports.interest, self.alpha + supports.carried,
                 z[assignable], n_interests=self.n_interests_, n_items=engagements.n_items)
             z_assignable = z[assignable]
-            trace += run_chain(layout, counts, z_assignable, beta=float(self.beta),
-                               max_sweeps=self.max_sweeps, tol=self.tol,
-                               chunk_seed=chunk_seed, pass_=pass_, n_jobs=n_jobs)
+            with _numba_threads(self.n_jobs):
+                trace += run_chain(layout, counts, z_assignable, beta=float(self.beta),
+                                   max_sweeps=self.max_sweeps, tol=self.tol,
+                                   chunk_seed=chunk_seed, pass_=pass_, n_jobs=n_jobs)
             z[assignable] = z_assignable
             item_interest = _main_interests(item_interest, engagements.items, layout,
                                             counts.entry_count)
@@ -395,15 +410,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
     def _chunk_engagements(self, log: EngagementLog) -> _ChunkEngagements:
         """A chunk's engagements in internal indices, sorted by user."""
-        distinct_users, local_user = np.unique(log.user, return_inverse=True)
-        distinct_items, local_item = np.unique(log.item, return_inverse=True)
-        user_ids, users = self.user_ids_.extend_distinct(distinct_users, name="users")
-        item_ids, items = self.item_ids_.extend_distinct(distinct_items, name="items")
-        local_user = local_user.ravel().astype(np.int32)
+        user_ids, user = self.user_ids_.extend(log.user, name="users")
+        item_ids, item = self.item_ids_.extend(log.item, name="items")
+        users, local_user = _local_indices(user, len(user_ids))
+        items, local_item = _local_indices(item, len(item_ids))
         order = sampler.group_order(local_user, users.shape[0])
-        local_user, local_item = local_user[order], local_item.ravel()[order].astype(np.int32)
-        return _ChunkEngagements(user_ids, item_ids, users[local_user], items[local_item],
-                                 users, local_user, items, local_item)
+        return _ChunkEngagements(user_ids, item_ids, user[order], item[order], users,
+                                 local_user[order], items, local_item[order])
 
     def _carried_supports(self, engagements: _ChunkEngagements) -> _ChunkSupports:
         """The supports the chunk's users carry from training and earlier chunks."""
@@ -453,17 +466,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         weight = theta / denom
         row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
         base = np.bincount(row, weights=weight * self.beta, minlength=user_index.shape[0])
-        threads = numba.get_num_threads()
-        if self.n_jobs is not None:
-            numba.set_num_threads(min(effective_n_jobs(self.n_jobs),
-                                      numba.config.NUMBA_NUM_THREADS))
-        try:
+        with _numba_threads(self.n_jobs) as threads:
             items, scores, n_filled = mixture_topm(
                 indptr, k, weight, base, self.phi_indptr_, self.phi_item_, self.phi_count_,
-                self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m,
-                numba.get_num_threads())
-        finally:
-            numba.set_num_threads(threads)
+                self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m, threads)
         pop = self.popular_order_
         pop_order = self.chunk_items_[pop]
         unseen = np.diff(indptr) == 0
@@ -512,6 +518,15 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         sums = np.asarray(out.sum(axis=1)).ravel()
         scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
         return sp.csr_matrix(sp.diags(scale) @ out)
+
+
+def _local_indices(index: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of ``index`` (model indices below ``n``) and each value's
+    position among them, as int32."""
+    values = present_values(index, 0, n)
+    rank = np.full(n, -1, np.int32)
+    rank[values] = np.arange(values.shape[0], dtype=np.int32)
+    return values, rank[index]
 
 
 @dataclass(frozen=True, eq=False)
