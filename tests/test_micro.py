@@ -442,3 +442,25 @@ def _micro_pipeline():
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_recommender_protocol(check):
     check(_micro_pipeline, *make_log())
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.01, 500), st.integers(0, 60)), min_size=1, max_size=50),
+       st.lists(st.integers(0, 60), min_size=1, max_size=50),
+       st.lists(st.integers(0, 3000), min_size=1, max_size=10),
+       st.floats(0.001, 2), st.integers(1, 5000))
+def test_chunk_log_likelihood_equals_the_lgamma_formula(users, entries, interests, beta,
+                                                        n_items):
+    import math
+
+    from sklearn_micro._kernels.sampler import chunk_log_likelihood
+
+    prior = np.array([p for p, _ in users])
+    user_count = np.array([c for _, c in users], np.int32)
+    i_beta = n_items * beta
+    expected = (sum(math.lgamma(p + c) - math.lgamma(p) for p, c in users)
+                + sum(math.lgamma(beta + c) - math.lgamma(beta) for c in entries)
+                - sum(math.lgamma(i_beta + c) - math.lgamma(i_beta) for c in interests))
+    got = chunk_log_likelihood(prior, user_count, np.array(entries, np.int32),
+                               np.array(interests, np.int32), beta, i_beta)
+    assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-6)

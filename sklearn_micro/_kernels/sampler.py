@@ -73,22 +73,29 @@ def sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
     return changed
 
 
+@njit(cache=True, inline="always")
+def _lgamma_ratio(a, c):
+    """``lgamma(a + c) - lgamma(a)`` for a count ``c >= 0``: one log of a product for small
+    counts, which is most of them, and two lgammas otherwise."""
+    if c > 16:
+        return math.lgamma(a + c) - math.lgamma(a)
+    product = 1.0
+    for j in range(c):
+        product *= a + j
+    return math.log(product)
+
+
 @njit(cache=True, parallel=True)
 def chunk_log_likelihood(support_prior, user_count, entry_count, interest_count, beta,
                          i_beta):
     """Collapsed log p(z_t, e_t), up to terms that do not depend on z_t."""
     ll = 0.0
     for j in prange(user_count.shape[0]):
-        if user_count[j] > 0:
-            ll += math.lgamma(support_prior[j] + user_count[j]) - math.lgamma(support_prior[j])
-    lg_beta = math.lgamma(beta)
+        ll += _lgamma_ratio(support_prior[j], user_count[j])
     for c in prange(entry_count.shape[0]):
-        if entry_count[c] > 0:
-            ll += math.lgamma(beta + entry_count[c]) - lg_beta
-    lg_ibeta = math.lgamma(i_beta)
+        ll += _lgamma_ratio(beta, entry_count[c])
     for k in range(interest_count.shape[0]):
-        if interest_count[k] > 0:
-            ll -= math.lgamma(i_beta + interest_count[k]) - lg_ibeta
+        ll -= _lgamma_ratio(i_beta, interest_count[k])
     return ll
 
 
