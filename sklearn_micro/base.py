@@ -21,6 +21,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._kernels import csr
 from ._log import distinct
 
 __all__ = ["RecommenderMixin", "SeenItems", "csr_rows", "ranges_csr"]
@@ -167,21 +168,17 @@ def unique_pairs(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.nda
     return key // n_cols, key % n_cols
 
 
-def fill_empty_rows(indptr: np.ndarray, columns, rows: np.ndarray, values):
-    """A CSR whose empty ``rows`` (sorted, distinct) receive new entries.
+def append_to_rows(indptr: np.ndarray, columns, rows: np.ndarray, values):
+    """A CSR with new entries appended to rows: one pass of copying, no sort.
 
     ``columns`` are the CSR's aligned entry arrays, ``values`` the new entries of each and
-    ``rows`` the row of every new entry (in any order; entries of one row keep their
-    order). One pass of copying, no sort: existing entries keep their
-    order. Returns the new indptr and the new columns.
+    ``rows`` the row of every new entry, in any order; a row's new entries come after its
+    old ones, in their given order. Returns the new indptr and the new columns.
     """
+    rows = np.asarray(rows, np.int64)
     order = np.argsort(rows, kind="stable")
-    values = tuple(np.asarray(v)[order] for v in values)
-    rows, counts = np.unique(np.asarray(rows, np.int64)[order], return_counts=True)
-    added = np.zeros(indptr.shape[0] - 1, np.int64)
-    added[rows] = counts
-    new_indptr = indptr.copy()
-    new_indptr[1:] += np.cumsum(added)
-    at = np.repeat(indptr[rows], counts)
-    return new_indptr, tuple(np.insert(c, at, v.astype(c.dtype, copy=False))
-                             for c, v in zip(columns, values, strict=True))
+    add_indptr = np.zeros(indptr.shape[0], np.int64)
+    np.cumsum(np.bincount(rows, minlength=indptr.shape[0] - 1), out=add_indptr[1:])
+    return indptr + add_indptr, tuple(
+        csr.append_to_rows(indptr, c, add_indptr, np.asarray(v)[order].astype(c.dtype))
+        for c, v in zip(columns, values, strict=True))

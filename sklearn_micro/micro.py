@@ -20,7 +20,7 @@ from ._kernels import sampler
 from ._kernels.topm import fill_remainder, mixture_topm
 from ._kernels.vocabulary import present_values
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, distinct, iter_chunks
-from .base import RecommenderMixin, SeenItems, csr_rows, fill_empty_rows, unique_pairs
+from .base import RecommenderMixin, SeenItems, append_to_rows, csr_rows, unique_pairs
 
 __all__ = ["MiCRO"]
 
@@ -437,7 +437,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         n_users = len(engagements.user_ids)
         indptr = np.concatenate([self.support_indptr_, np.full(
             n_users - len(self.user_ids_), self.support_indptr_[-1])])
-        self.support_indptr_, (self.support_interest_, self.support_count_) = fill_empty_rows(
+        self.support_indptr_, (self.support_interest_, self.support_count_) = append_to_rows(
             indptr, (self.support_interest_, support_count), engagements.users[local],
             (supports.interest[new], counts.user_count[new]))
         self.user_ids_ = engagements.user_ids
@@ -576,7 +576,7 @@ class _ChunkSupports:
         if not take.any():
             return self, False
         user, k = unique_pairs(engagements.local_user[take], interest[take])
-        ptr, (interest, carried, position) = fill_empty_rows(
+        ptr, (interest, carried, position) = append_to_rows(
             self.ptr, (self.interest, self.carried, self.model_position), user,
             (k, np.zeros(k.shape[0]), np.full(k.shape[0], -1)))
         return _ChunkSupports(ptr, interest, carried, position), True
