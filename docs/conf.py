@@ -11,7 +11,6 @@ example gallery by sphinx-gallery from ``examples/`` (``auto_examples/``).
 import os
 import re
 import sys
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,11 +101,6 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "min_reported_time": 1,
 }
-
-# matplotlib draws off screen while the gallery runs
-os.environ.setdefault("MPLBACKEND", "agg")
-warnings.filterwarnings("ignore", category=UserWarning,
-                        message="Matplotlib is currently using agg")
 
 # -- HTML -----------------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ with the best mean Recall@100.
 The pipeline caches its transformers (``memory=``): the graph embedding of a fold is
 computed once and shared by every K.
 
-Run it from the project's root (it takes minutes on the real log, so the
-documentation shows its code without running it)::
+Run it from the project's root (about 2 minutes on the real log; the documentation shows its code
+without running it)::
 
     python examples/grid_search_k.py
     python examples/grid_search_k.py --k 50 100 200 400

@@ -7,8 +7,8 @@ chunks. Then, for each later chunk t+1, the model as it stands after chunk t rec
 authors to every user of chunk t+1, is scored against the authors they engaged with there,
 and takes chunk t+1 with ``partial_fit``.
 
-Run it from the project's root (it takes minutes on the real log, so the
-documentation shows its code without running it)::
+Run it from the project's root (about 40 s on the real log; the documentation shows its code
+without running it)::
 
     python examples/higgs_pipeline.py
     python examples/higgs_pipeline.py --chunk-hours 12 --train-chunks 9 --k 100

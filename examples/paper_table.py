@@ -19,8 +19,8 @@ overall means at 100 split into warm points (the user had engaged before) and co
 and where the relevant items were before: in the chunk before, or in the user's history.
 The per-chunk curves at 100 are written as PNGs into ``--out``.
 
-Run it from the project's root (it takes minutes on the real log, so the
-documentation shows its code without running it)::
+Run it from the project's root (about 2 minutes on the two real logs; the documentation
+shows its code without running it)::
 
     python examples/paper_table.py --out docs/img
 
