@@ -297,6 +297,11 @@ class PopularityRecommender(_WindowRecommender):
     ranking_items_, ranking_counts_ : ndarray
         The window's items in recommendation order, and their window counts.
 
+    See Also
+    --------
+    RecentItemsRecommender : The user's own recent items first, then this ranking.
+    MiCRO : Ranks the latest chunk's items within each user's interests.
+
     Examples
     --------
     >>> import numpy as np
@@ -359,6 +364,11 @@ class RecentItemsRecommender(_WindowRecommender):
         The latest chunk's popularity, as for `PopularityRecommender`.
     recent_user_, recent_item_, recent_score_ : ndarray
         Each (user, item) pair of the window with its score, sorted by user.
+
+    See Also
+    --------
+    PopularityRecommender : The same ranking for every user.
+    MiCRO : Ranks the latest chunk's items within each user's interests.
 
     Examples
     --------
@@ -442,6 +452,11 @@ class ANNRecommender(_WindowRecommender):
     seen_items_, latest_chunk_, window_user_, window_item_, window_chunk_, popular_items_,
     popular_counts_, item_rank_ :
         As for `PopularityRecommender`.
+
+    See Also
+    --------
+    GraphEmbedder : Provides the user vectors this recommender queries with.
+    ALSRecommender : Factorizes the engagements itself and folds new items in.
 
     Examples
     --------
@@ -657,6 +672,11 @@ class ALSRecommender(_WindowRecommender):
     user_ids_, item_ids_, seen_items_, latest_chunk_, window_user_, window_item_,
     window_chunk_, popular_items_, popular_counts_, item_rank_ :
         As for `PopularityRecommender`.
+
+    See Also
+    --------
+    ANNRecommender : Nearest items to a user's vector of a `GraphEmbedder`.
+    MiCRO : Multi-interest retrieval over the latest chunk's items.
 
     Examples
     --------
