@@ -135,6 +135,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     n_unassigned_ : dict
         Engagements per chunk that no interest could be given to (see Notes).
 
+    See Also
+    --------
+    SphericalKMeans : Clusters the item vectors into the interests MiCRO starts from.
+    sklearn_micro.baselines.ANNRecommender : The nearest-neighbour baseline.
+    sklearn_micro.model_selection.rolling_evaluate : Scores a recommender over time.
+
     Notes
     -----
     Defaults where the paper leaves a choice:
@@ -216,6 +222,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         Returns
         -------
         self : MiCRO
+            The fitted model.
         """
         log, vocab, interest = self._training_interests(X, item_interest)
         K = int(interest.max()) + 1
@@ -340,6 +347,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         Returns
         -------
         self : MiCRO
+            The model, moved to the latest chunk of ``X``.
         """
         check_is_fitted(self, "support_indptr_", msg=(
             "MiCRO.partial_fit needs a fitted model: call fit on the training log (or the "
@@ -489,6 +497,16 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         """Each user's interest mixture ``theta_u`` as a sparse (n_users, K) matrix.
 
         Users never seen, or seen only with items of no interest, get an empty row.
+
+        Parameters
+        ----------
+        users : array-like of shape (n_users,)
+            External user ids.
+
+        Returns
+        -------
+        theta : scipy.sparse.csr_matrix of shape (n_users, n_interests_)
+            Row ``r`` holds ``theta_u[k]`` on the interests of user ``users[r]``'s support.
         """
         check_is_fitted(self, "support_indptr_")
         index = self.user_ids_.lookup(np.atleast_1d(np.asarray(users)), name="users")
@@ -501,6 +519,16 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         Row ``r`` is ``N[i, k, t] / sum_k N[i, k, t]`` for the latest chunk ``t`` (new items
         included; with ``phi_decay`` the carried counts too); items with no mass there get
         an empty row.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+
+        Returns
+        -------
+        mixtures : scipy.sparse.csr_matrix of shape (n_items, n_interests_)
+            Each item's share of engagements per interest in the latest chunk.
         """
         check_is_fitted(self, "support_indptr_")
         index = self.item_ids_.lookup(np.atleast_1d(np.asarray(items)), name="items")

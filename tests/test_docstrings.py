@@ -45,14 +45,6 @@ ONLY_FOR_CLASSES_AND_FUNCTIONS = {"SA01", "EX01"}
 # rewritten; their docstrings are to be made numpydoc-valid once the rewrite is merged, and
 # each name then removed from this list.
 PENDING = {
-    # docstring pending the rewrite of sklearn_micro/micro.py
-    "sklearn_micro.MiCRO": "docstring pending the rewrite of sklearn_micro/micro.py",
-    "sklearn_micro.MiCRO.fit": "docstring pending the rewrite of sklearn_micro/micro.py",
-    "sklearn_micro.MiCRO.partial_fit": "docstring pending the rewrite of sklearn_micro/micro.py",
-    "sklearn_micro.MiCRO.user_interests": (
-        "docstring pending the rewrite of sklearn_micro/micro.py"),
-    "sklearn_micro.MiCRO.item_interests": (
-        "docstring pending the rewrite of sklearn_micro/micro.py"),
     # docstring pending the rewrite of sklearn_micro/datasets.py
     "sklearn_micro.datasets.data_home": (
         "docstring pending the rewrite of sklearn_micro/datasets.py"),
