@@ -17,6 +17,7 @@ so a chain is deterministic for a given ``random_state`` and number of partition
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -223,7 +224,7 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     i_beta = layout.n_items * beta
     partitions = partition_layout(layout, n_jobs)
     trace: list[float] = []
-    with Parallel(n_jobs=len(partitions), prefer="threads") as parallel:
+    with _partition_sweeps(layout, partitions) as sweep_partitions:
         for sweep in range(max_sweeps):
             seeds = [sweep_seed(chunk_seed, pass_, sweep, p) for p in range(len(partitions))]
             if len(partitions) == 1:
@@ -233,20 +234,40 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
                     counts.user_count, counts.entry_count, counts.interest_count, z, beta,
                     i_beta)
             else:
-                _merge(partitions, counts, z, parallel(
-                    delayed(sample_partition)(
-                        seed, part.engagement_user, part.entry_ptr, part.entry_of,
-                        part.support_ptr, layout.support_interest[part.supports],
-                        layout.support_prior[part.supports],
-                        counts.user_count[part.supports], z[part.engagements],
-                        counts.entry_count[part.entries], counts.interest_count, beta, i_beta)
-                    for seed, part in zip(seeds, partitions, strict=True)))
+                _merge(partitions, counts, z,
+                       sweep_partitions(seeds, counts, z, beta, i_beta))
             trace.append(sampler.chunk_log_likelihood(
                 layout.support_prior, counts.user_count, counts.entry_count,
                 counts.interest_count, beta, i_beta))
             if _converged(trace, tol):
                 break
     return trace
+
+
+@contextmanager
+def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
+    """Where the partitions are sampled: on a Dask cluster inside joblib's Dask backend
+    (`sklearn_micro._dask`), else with joblib's active backend, threads by default.
+    Yields ``sweep(seeds, counts, z, beta, i_beta)``, which returns `sample_partition`'s
+    result for each partition, in order."""
+    from ._dask import active_client, on_cluster
+
+    client = active_client() if len(partitions) > 1 else None
+    if client is not None:
+        with on_cluster(client, layout, partitions) as sweep:
+            yield sweep
+        return
+    with Parallel(n_jobs=len(partitions), prefer="threads") as parallel:
+        def sweep(seeds, counts, z, beta, i_beta):
+            return parallel(
+                delayed(sample_partition)(
+                    seed, part.engagement_user, part.entry_ptr, part.entry_of,
+                    part.support_ptr, layout.support_interest[part.supports],
+                    layout.support_prior[part.supports], counts.user_count[part.supports],
+                    z[part.engagements], counts.entry_count[part.entries],
+                    counts.interest_count, beta, i_beta)
+                for seed, part in zip(seeds, partitions, strict=True))
+        yield sweep
 
 
 def _merge(partitions, counts: ChainCounts, z: np.ndarray, results) -> None:

@@ -15,6 +15,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from ._dask import n_partitions
 from ._gibbs import build_layout, run_chain
 from ._kernels import sampler
 from ._kernels.topm import fill_remainder, mixture_topm
@@ -376,7 +377,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         z = np.full(engagements.n_engagements, -1, np.int32)
         rng = self.random_state_
         chunk_seed = int(rng.randint(np.iinfo(np.int32).max))
-        n_jobs = effective_n_jobs(self.n_jobs)
+        n_jobs = n_partitions(self.n_jobs)
         trace: list[float] = []
         # Pass 1 gives users without a support the interests of their items; pass 2 does the
         # same, with the interests pass 1 gave new items, for users still without one.
