@@ -56,13 +56,15 @@ def active_client():
     return backend.client if isinstance(backend, module.DaskDistributedBackend) else None
 
 
-def n_partitions(n_jobs: int | None) -> int:
-    """How many partitions of a chunk's users the sampler makes for ``n_jobs``.
+def resolve_n_jobs(n_jobs: int | None) -> int:
+    """``n_jobs`` as a number: the partitions of a chunk's users, and the threads of the
+    numba kernels that run where the estimator is.
 
     Outside joblib's Dask backend, joblib's effective ``n_jobs``. Inside it, ``n_jobs``
     (or the ``n_jobs`` of ``parallel_config``) when it is a positive integer, so that a
-    chain does not depend on the cluster's size; None or a negative value means the
-    cluster's worker threads at the time of the call.
+    chain depends neither on the cluster's size nor on workers lost on the way; None or a
+    negative value means the cluster's worker threads at the time of the call (joblib's
+    meaning there).
     """
     if active_client() is None:
         return effective_n_jobs(n_jobs)
