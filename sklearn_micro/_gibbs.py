@@ -7,12 +7,14 @@
    current assignments;
 2. `run_chain`: Gibbs sweeps until the chain has converged. The chunk's users are split
    into partitions (`partition_layout`); each sweep samples every partition against its
-   own copy of the (item, interest) counts it touches (`sample_partition`), on threads,
-   and merges the partitions' count deltas after the sweep (AD-LDA, Newman et al. 2009);
+   own copy of the (item, interest) counts it touches (`sample_partition`), on threads
+   or, inside joblib's Dask backend, on a cluster's workers (`sklearn_micro._dask`), and
+   merges the partitions' count deltas after the sweep (AD-LDA, Newman et al. 2009);
 3. committing the counts into the model, which `MiCRO` does.
 
 The random stream of a partition's sweep is seeded by (chunk seed, pass, sweep, partition),
-so a chain is deterministic for a given ``random_state`` and number of partitions.
+so a chain is deterministic for a given ``random_state`` and number of partitions, and the
+same on threads and on a cluster.
 """
 
 from __future__ import annotations
@@ -218,8 +220,8 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     place. Returns the log-likelihood after each sweep.
 
     With one partition the sweep runs in place; with more, each partition samples against
-    its own copy of the counts on a thread (or a joblib backend's worker), and the deltas
-    are merged after the sweep.
+    its own copy of the counts on a thread (inside joblib's Dask backend, on a worker of
+    the cluster, see `sklearn_micro._dask`), and the deltas are merged after the sweep.
     """
     i_beta = layout.n_items * beta
     partitions = partition_layout(layout, n_jobs)

@@ -95,6 +95,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         threads. None means 1 unless in a `joblib.parallel_config` context; -1 means all
         processors. Results are deterministic for a given ``random_state`` and
         ``n_jobs``; different ``n_jobs`` give different chains of the same quality.
+        Inside ``joblib.parallel_config(backend="dask")`` the partitions are sampled on
+        the cluster's workers, with the same results as on threads; None or -1 then means
+        the cluster's worker threads (see docs/dask.md).
     verbose : int, default=0
         Print one line per chunk (sweeps, changed assignments, log-likelihood).
 
