@@ -91,58 +91,86 @@ def on_cluster(client, layout, partitions):
     returns for each partition, in order."""
     from distributed import get_worker, rejoin, secede
 
-    tag = uuid4().hex[:10]
     try:
         get_worker()
         nested = True  # a task that waits on other tasks leaves its thread to them
     except ValueError:
         nested = False
-    workers = sorted(client.ncores()) or [None]
-    held, shipped = [], 0
-    for p, part in enumerate(partitions):
-        arrays = [_narrow(part.engagement_user), _narrow(part.entry_ptr),
-                  _narrow(part.entry_of), _narrow(part.support_ptr),
-                  _narrow(layout.support_interest[part.supports]),
-                  layout.support_prior[part.supports]]
-        shipped += sum(a.nbytes for a in arrays)
-        worker = workers[p % len(workers)]
-        held.append(client.submit(
-            _hold_partition, *arrays, key=f"micro-partition-{tag}-p{p}",
-            workers=None if worker is None else [worker], allow_other_workers=True))
-    logger.debug("%d partitions held on the cluster: %d bytes", len(partitions), shipped,
-                 extra={"bytes_sent": shipped})
-    timeout = sweep_timeout()
-    count = [0]
+    sweeps = ClusterSweeps(client, layout, partitions)
+    try:
+        if nested:
+            secede()
+        yield sweeps
+    finally:
+        sweeps.release()
+        if nested:
+            rejoin()
 
-    def sweep(seeds, counts, z, beta, i_beta):
-        s = count[0]
-        count[0] += 1
+
+class ClusterSweeps:
+    """A chain's partitions held on a cluster's workers; calling it runs one sweep.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    layout : ChunkLayout
+    partitions : list of Partition
+        Of ``layout``; partition ``p`` is held first on the ``p % n``-th of the cluster's
+        ``n`` workers (by address), and may move if that worker is lost.
+    """
+
+    def __init__(self, client, layout, partitions):
+        import dask.config
+
+        self.client = client
+        self.partitions = partitions
+        self.timeout = sweep_timeout()
+        self.tag = uuid4().hex[:10]
+        self.n_sweeps = 0
+        workers = sorted(client.ncores()) or [None]
+        self.held, shipped = [], 0
+        # the arrays go inside the tasks on purpose, so that the scheduler can run them again
+        with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1TB"}):
+            for p, part in enumerate(partitions):
+                arrays = [_narrow(part.engagement_user), _narrow(part.entry_ptr),
+                          _narrow(part.entry_of), _narrow(part.support_ptr),
+                          _narrow(layout.support_interest[part.supports]),
+                          layout.support_prior[part.supports]]
+                shipped += sum(a.nbytes for a in arrays)
+                worker = workers[p % len(workers)]
+                self.held.append(client.submit(
+                    _hold_partition, *arrays, key=f"micro-partition-{self.tag}-p{p}",
+                    workers=None if worker is None else [worker], allow_other_workers=True))
+        logger.debug("%d partitions held on the cluster: %d bytes", len(partitions), shipped,
+                     extra={"bytes_sent": shipped})
+
+    def __call__(self, seeds, counts, z, beta, i_beta):
+        """One sweep of every partition from the chain's ``counts`` and ``z``."""
+        s = self.n_sweeps
+        self.n_sweeps += 1
         interest_count = _narrow(counts.interest_count)
         inputs = [(_narrow(z[part.engagements]), _narrow(counts.entry_count[part.entries]))
-                  for part in partitions]
-        futures = [client.submit(_sweep_held, hold, seed, z_p, entry_count, interest_count,
-                                 beta, i_beta, key=f"micro-sweep-{tag}-s{s}-p{p}")
-                   for p, (hold, seed, (z_p, entry_count)) in enumerate(zip(
-                       held, seeds, inputs, strict=True))]
+                  for part in self.partitions]
+        futures = [self.client.submit(_sweep_held, held, seed, z_p, entry_count,
+                                      interest_count, beta, i_beta,
+                                      key=f"micro-sweep-{self.tag}-s{s}-p{p}")
+                   for p, (held, seed, (z_p, entry_count)) in enumerate(zip(
+                       self.held, seeds, inputs, strict=True))]
         try:
-            results = _gather(client, futures, timeout, s)
+            results = _gather(self.client, futures, self.timeout, s)
         finally:
-            client.cancel(futures)
+            self.client.cancel(futures)
         sent = sum(z_p.nbytes + c.nbytes + interest_count.nbytes for z_p, c in inputs)
         received = sum(sum(a.nbytes for a in r[:-1]) for r in results)
         logger.debug("sweep %d: %d partitions, %d bytes to the workers, %d bytes back", s,
-                     len(partitions), sent, received,
+                     len(self.partitions), sent, received,
                      extra={"bytes_sent": sent, "bytes_received": received})
-        return [_unpack(part, r, counts) for part, r in zip(partitions, results, strict=True)]
+        return [_unpack(part, r, counts)
+                for part, r in zip(self.partitions, results, strict=True)]
 
-    if nested:
-        secede()
-    try:
-        yield sweep
-    finally:
-        client.cancel(held)
-        if nested:
-            rejoin()
+    def release(self) -> None:
+        """Let the workers drop the partitions."""
+        self.client.cancel(self.held)
 
 
 def _gather(client, futures, timeout, sweep):
