@@ -7,16 +7,19 @@
    current assignments;
 2. `run_chain`: Gibbs sweeps until the chain has converged. The chunk's users are split
    into partitions (`partition_layout`); each sweep samples every partition against its
-   own copy of the (item, interest) counts it touches (`sample_partition`), on threads,
-   and merges the partitions' count deltas after the sweep (AD-LDA, Newman et al. 2009);
+   own copy of the (item, interest) counts it touches (`sample_partition`), on threads
+   or, inside joblib's Dask backend, on a cluster's workers (`sklearn_micro._dask`), and
+   merges the partitions' count deltas after the sweep (AD-LDA, Newman et al. 2009);
 3. committing the counts into the model, which `MiCRO` does.
 
 The random stream of a partition's sweep is seeded by (chunk seed, pass, sweep, partition),
-so a chain is deterministic for a given ``random_state`` and number of partitions.
+so a chain is deterministic for a given ``random_state`` and number of partitions, and the
+same on threads and on a cluster.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -217,13 +220,13 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     place. Returns the log-likelihood after each sweep.
 
     With one partition the sweep runs in place; with more, each partition samples against
-    its own copy of the counts on a thread (or a joblib backend's worker), and the deltas
-    are merged after the sweep.
+    its own copy of the counts on a thread (inside joblib's Dask backend, on a worker of
+    the cluster, see `sklearn_micro._dask`), and the deltas are merged after the sweep.
     """
     i_beta = layout.n_items * beta
     partitions = partition_layout(layout, n_jobs)
     trace: list[float] = []
-    with Parallel(n_jobs=len(partitions), prefer="threads") as parallel:
+    with _partition_sweeps(layout, partitions) as sweep_partitions:
         for sweep in range(max_sweeps):
             seeds = [sweep_seed(chunk_seed, pass_, sweep, p) for p in range(len(partitions))]
             if len(partitions) == 1:
@@ -233,20 +236,40 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
                     counts.user_count, counts.entry_count, counts.interest_count, z, beta,
                     i_beta)
             else:
-                _merge(partitions, counts, z, parallel(
-                    delayed(sample_partition)(
-                        seed, part.engagement_user, part.entry_ptr, part.entry_of,
-                        part.support_ptr, layout.support_interest[part.supports],
-                        layout.support_prior[part.supports],
-                        counts.user_count[part.supports], z[part.engagements],
-                        counts.entry_count[part.entries], counts.interest_count, beta, i_beta)
-                    for seed, part in zip(seeds, partitions, strict=True)))
+                _merge(partitions, counts, z,
+                       sweep_partitions(seeds, counts, z, beta, i_beta))
             trace.append(sampler.chunk_log_likelihood(
                 layout.support_prior, counts.user_count, counts.entry_count,
                 counts.interest_count, beta, i_beta))
             if _converged(trace, tol):
                 break
     return trace
+
+
+@contextmanager
+def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
+    """Where the partitions are sampled: on a Dask cluster inside joblib's Dask backend
+    (`sklearn_micro._dask`), else with joblib's active backend, threads by default.
+    Yields ``sweep(seeds, counts, z, beta, i_beta)``, which returns `sample_partition`'s
+    result for each partition, in order."""
+    from ._dask import active_client, on_cluster
+
+    client = active_client() if len(partitions) > 1 else None
+    if client is not None:
+        with on_cluster(client, layout, partitions) as sweep:
+            yield sweep
+        return
+    with Parallel(n_jobs=len(partitions), prefer="threads") as parallel:
+        def sweep(seeds, counts, z, beta, i_beta):
+            return parallel(
+                delayed(sample_partition)(
+                    seed, part.engagement_user, part.entry_ptr, part.entry_of,
+                    part.support_ptr, layout.support_interest[part.supports],
+                    layout.support_prior[part.supports], counts.user_count[part.supports],
+                    z[part.engagements], counts.entry_count[part.entries],
+                    counts.interest_count, beta, i_beta)
+                for seed, part in zip(seeds, partitions, strict=True))
+        yield sweep
 
 
 def _merge(partitions, counts: ChainCounts, z: np.ndarray, results) -> None:

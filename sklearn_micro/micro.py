@@ -9,12 +9,12 @@ from numbers import Integral, Real
 import numba
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from ._dask import resolve_n_jobs
 from ._gibbs import build_layout, run_chain
 from ._kernels import sampler
 from ._kernels.topm import fill_remainder, mixture_topm
@@ -32,7 +32,7 @@ _MIN_MASS = 0.01
 def _numba_threads(n_jobs):
     """numba's threads set to ``n_jobs`` (scikit-learn's meaning) inside the block."""
     before = numba.get_num_threads()
-    numba.set_num_threads(min(effective_n_jobs(n_jobs), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(min(resolve_n_jobs(n_jobs), numba.config.NUMBA_NUM_THREADS))
     try:
         yield numba.get_num_threads()
     finally:
@@ -95,6 +95,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         threads. None means 1 unless in a `joblib.parallel_config` context; -1 means all
         processors. Results are deterministic for a given ``random_state`` and
         ``n_jobs``; different ``n_jobs`` give different chains of the same quality.
+        Inside ``joblib.parallel_config(backend="dask")`` the partitions are sampled on
+        the cluster's workers, with the same results as on threads; None or -1 then means
+        the cluster's worker threads (see docs/dask.md).
     verbose : int, default=0
         Print one line per chunk (sweeps, changed assignments, log-likelihood).
 
@@ -384,7 +387,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         z = np.full(engagements.n_engagements, -1, np.int32)
         rng = self.random_state_
         chunk_seed = int(rng.randint(np.iinfo(np.int32).max))
-        n_jobs = effective_n_jobs(self.n_jobs)
+        n_jobs = resolve_n_jobs(self.n_jobs)
         trace: list[float] = []
         # Pass 1 gives users without a support the interests of their items; pass 2 does the
         # same, with the interests pass 1 gave new items, for users still without one.

@@ -1,0 +1,241 @@
+"""MiCRO's sampler on a Dask cluster of worker processes, through joblib's Dask backend.
+
+One `LocalCluster` of two single-threaded worker processes serves the whole module. A chain
+on the cluster equals the chain on threads with as many partitions, bit for bit, so the
+tests compare whole model states, and recall@100 besides.
+"""
+
+import logging
+import os
+import re
+import signal
+
+import joblib
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed", reason="dask.distributed is not installed; the tests "
+                    "of the Dask backend need the extra: pip install 'sklearn-micro[dask]'")
+
+import dask.config  # noqa: E402
+from distributed import Client, Event, LocalCluster, WorkerPlugin, get_task_stream  # noqa: E402
+from recommender_checks import FixedEmbedder  # noqa: E402
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+from sklearn.pipeline import Pipeline  # noqa: E402
+from test_micro import _canonical, _generated, _layout_of, _recount, state  # noqa: E402
+
+from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans  # noqa: E402
+from sklearn_micro._dask import resolve_n_jobs  # noqa: E402
+from sklearn_micro._gibbs import run_chain  # noqa: E402
+from sklearn_micro.datasets import make_engagements  # noqa: E402
+from sklearn_micro.metrics import ranking_metrics  # noqa: E402
+from sklearn_micro.model_selection import ChunkSplit, make_rolling_scorer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def generated():
+    return _generated()
+
+
+class SweepLog(logging.Handler):
+    """The bytes each sweep shipped, from the DEBUG records of `sklearn_micro._dask`."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.sweeps = []
+
+    def emit(self, record):
+        if hasattr(record, "bytes_received"):
+            self.sweeps.append((record.bytes_sent, record.bytes_received))
+
+
+@pytest.fixture
+def sweep_log():
+    handler = SweepLog()
+    logger = logging.getLogger("sklearn_micro._dask")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def assert_same_state(a, b):
+    """``a`` and ``b`` hold the same attributes, bit for bit; names those that differ."""
+    assert vars(a).keys() == vars(b).keys()
+    differ = [name for name in vars(a) if _canonical(vars(a)[name]) != _canonical(vars(b)[name])]
+    assert not differ, f"attributes differ: {differ}"
+
+
+def _recall(model, chunk):
+    users, inverse = np.unique(chunk.user, return_inverse=True)
+    relevant = [set(chunk.item[inverse == j].tolist()) for j in range(users.shape[0])]
+    items, _ = model.recommend(users, 100)
+    return ranking_metrics(items, relevant, ks=(100,))["recall@100"].mean()
+
+
+def _micro(train, interests, chunk, **params):
+    params = {"random_state": 3, "n_jobs": 2, "max_sweeps": 12, **params}
+    return MiCRO(**params).fit(train, item_interest=interests).partial_fit(chunk)
+
+
+def test_partitions_follow_n_jobs_on_the_cluster(client):
+    assert resolve_n_jobs(3) == 3 and resolve_n_jobs(None) == 1
+    with joblib.parallel_config(backend="dask"):
+        assert resolve_n_jobs(3) == 3
+        assert resolve_n_jobs(None) == resolve_n_jobs(-1) == 2  # the cluster's worker threads
+    with joblib.parallel_config(backend="dask", n_jobs=5):
+        assert resolve_n_jobs(None) == 5
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_counts_equal_a_recount_after_every_sweep_on_the_cluster(client, seed):
+    rng = np.random.default_rng(seed)
+    n_users, K = 30, 6
+    supports = [sorted(rng.choice(K, rng.integers(1, K + 1), replace=False).tolist())
+                for _ in range(n_users)]
+    users = np.sort(rng.integers(0, n_users, 400))
+    items = rng.integers(0, 50, 400)
+    case = (K, supports, users, items, seed)
+    layout, counts, z, size = _layout_of(case)
+    _, counts_threads, z_threads, _ = _layout_of(case)
+    for sweep in range(3):
+        with joblib.parallel_config(backend="dask"):
+            run_chain(layout, counts, z, beta=0.1, max_sweeps=1, tol=0, chunk_seed=seed,
+                      pass_=sweep, n_jobs=3)
+        run_chain(layout, counts_threads, z_threads, beta=0.1, max_sweeps=1, tol=0,
+                  chunk_seed=seed, pass_=sweep, n_jobs=3)
+        assert ((z >= 0) & (z < size)).all()
+        recount = _recount(layout, z)
+        for name in ("user_count", "entry_count", "interest_count"):
+            np.testing.assert_array_equal(getattr(recount, name), getattr(counts, name))
+            np.testing.assert_array_equal(getattr(counts_threads, name), getattr(counts, name))
+        assert counts.entry_count.sum() == counts.interest_count.sum() == users.shape[0]
+        np.testing.assert_array_equal(z, z_threads)
+
+
+def test_cluster_equals_threads_and_is_deterministic(client, generated, sweep_log):
+    train, interests, chunk, nxt = generated
+    threads = _micro(train, interests, chunk)
+    with joblib.parallel_config(backend="dask"):
+        cluster = [_micro(train, interests, chunk) for _ in range(2)]
+        default = _micro(train, interests, chunk, n_jobs=None)  # the cluster's 2 threads
+    assert sweep_log.sweeps, "the sweeps did not run on the cluster"
+    assert_same_state(cluster[0], cluster[1])
+    assert_same_state(cluster[0], threads)
+    np.testing.assert_array_equal(default.phi_count_, threads.phi_count_)
+    assert abs(_recall(cluster[0], nxt) - _recall(threads, nxt)) <= 0.01
+    # what travels per sweep is the partitions' z and touched entries, not the table
+    n_engagements = chunk.user.shape[0]
+    assert max(sent for sent, _ in sweep_log.sweeps) < 16 * n_engagements
+
+
+class KillOnce(WorkerPlugin):
+    """Kills its worker's process when the task of a given key pattern starts, once per
+    cluster (the first worker to create ``marker`` does it)."""
+
+    def __init__(self, pattern, marker):
+        self.pattern = pattern
+        self.marker = marker
+
+    def setup(self, worker):
+        self.worker = worker
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "executing" or not re.search(self.pattern, str(key)):
+            return
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_killed_mid_chunk_changes_nothing(client, generated, tmp_path):
+    """The worker running partition 1 is killed as its fourth sweep starts: it takes the
+    partition's held arrays and the sweep with it; the scheduler runs both again on the
+    other worker (or the restarted one) from the task graph, and the chunk ends as an
+    uninterrupted run does."""
+    train, interests, chunk, _ = generated
+    uninterrupted = _micro(train, interests, chunk, tol=0)
+    marker = tmp_path / "killed"
+    pids = set(client.run(os.getpid).values())
+    client.register_plugin(KillOnce(r"^micro-sweep-.*-s3-p1$", str(marker)), name="kill-once")
+    try:
+        with joblib.parallel_config(backend="dask"):
+            interrupted = _micro(train, interests, chunk, tol=0)
+    finally:
+        client.unregister_worker_plugin("kill-once")
+    assert marker.exists(), "no worker was killed"
+    client.wait_for_workers(2, timeout=60)
+    assert set(client.run(os.getpid).values()) != pids
+    assert_same_state(interrupted, uninterrupted)
+
+
+def test_a_sweep_that_cannot_finish_times_out_and_keeps_the_model(client, generated):
+    train, interests, chunk, _ = generated
+    model = MiCRO(random_state=3, n_jobs=2).fit(train, item_interest=interests)
+    before = state(model)
+    busy = Event("test-dask-busy")
+    blockers = [client.submit(busy.wait, 60, workers=[worker], pure=False)
+                for worker in client.ncores()]
+    try:
+        with dask.config.set({"sklearn_micro.sweep_timeout": "1s"}), \
+                joblib.parallel_config(backend="dask"), \
+                pytest.raises(TimeoutError, match="sweep_timeout"):
+            model.partial_fit(chunk)
+    finally:
+        busy.set()
+        client.gather(blockers)
+    assert state(model) == before
+
+
+def _search(n_jobs_micro=2):
+    log = make_engagements(n_users=600, n_items=800, n_chunks=6, n_interests=6,
+                           n_engagements=12000, random_state=0).to_frame()
+    pipe = Pipeline([
+        ("embed", GraphEmbedder(n_components=16, iterations=5, random_state=0, n_jobs=1)),
+        ("interests", SphericalKMeans(random_state=0)),
+        ("micro", MiCRO(random_state=0, n_jobs=n_jobs_micro, max_sweeps=20)),
+    ])
+    return GridSearchCV(pipe, {"interests__n_clusters": [4, 8]},
+                        cv=ChunkSplit(n_splits=2, test_chunks=2),
+                        scoring=make_rolling_scorer(m_values=(10, 100)),
+                        refit="recall@100").fit(log)
+
+
+def test_grid_search_over_k_on_the_cluster_equals_the_local_search(client):
+    """The search's fits and scorers run on the workers, and the samplers of their
+    `partial_fit` submit their sweeps to the cluster from there."""
+    local = _search()
+    with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
+        remote = _search()
+    keys = [task["key"] for task in tasks.data]
+    assert any(key.startswith("micro-sweep-") for key in keys), "no sweep ran on the cluster"
+    for name in ("mean_test_recall@100", "mean_test_ndcg@10", "split0_test_mrr@100"):
+        np.testing.assert_array_equal(remote.cv_results_[name], local.cv_results_[name])
+    assert remote.best_params_ == local.best_params_
+    assert_same_state(remote.best_estimator_[-1], local.best_estimator_[-1])
+
+
+def test_fixed_embedder_pipeline_runs_on_the_cluster(client):
+    """The pipeline's MiCRO fitted on the cluster with n_jobs left to the cluster."""
+    from recommender_checks import make_log
+
+    X_train, X_next = make_log()
+    pipe = Pipeline([("embed", FixedEmbedder()),
+                     ("interests", SphericalKMeans(n_clusters=3, random_state=0)),
+                     ("micro", MiCRO(random_state=0))])
+    with joblib.parallel_config(backend="dask"):
+        pipe.fit(X_train)
+        pipe[-1].partial_fit(X_next)
+    items, _ = pipe[-1].recommend(X_next.user.unique(), m=5)
+    assert items.shape[1] == 5
