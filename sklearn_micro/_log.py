@@ -18,6 +18,7 @@ __all__ = [
     "EmbeddedLog",
     "EngagementLog",
     "Vocabulary",
+    "as_ids",
     "check_log",
     "distinct",
     "iter_chunks",
@@ -84,6 +85,27 @@ class EmbeddedLog:
         return replace(self, item_interest=np.asarray(item_interest, dtype=np.int64))
 
 
+def as_ids(values, *, name: str) -> np.ndarray:
+    """Ids a caller gives (a list, tuple, Series or array) as an array of one kind.
+
+    numpy turns ``[1, "a"]`` into the strings ``["1", "a"]``; here a number beside strings is
+    refused, as it is in a log.
+    """
+    if isinstance(values, np.ndarray):
+        return values
+    arr = np.asarray(values)
+    if arr.dtype.kind in "US" and arr.size:
+        given = np.asarray(values, dtype=object).ravel()
+        bad = [j for j, v in enumerate(given) if not isinstance(v, (str, np.str_))]
+        if bad:
+            j = bad[0]
+            raise ValueError(
+                f"{name} must hold ids of one kind, int64 or str; position {j} holds "
+                f"{given[j]!r} ({type(given[j]).__name__}) beside string ids."
+            )
+    return arr
+
+
 def _id_column(values, name: str, *, input_name: str) -> np.ndarray:
     """External ids as int64 or str, refusing NaN, floats and mixed kinds."""
     arr = np.asarray(values)
@@ -131,6 +153,12 @@ def _frame_ids(column, name: str, *, input_name: str) -> np.ndarray:
 def _chunk_column(values, *, input_name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            row = int(np.argmax(arr > np.iinfo(np.int64).max))
+            raise ValueError(
+                f"{input_name}: column 'chunk' must hold int64 chunks; row {row} holds "
+                f"{arr[row]}, beyond the int64 range."
+            )
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind == "f":
         bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)))
@@ -198,6 +226,12 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
                 f"{input_name} must be an integer array of shape (n, 3); got dtype "
                 f"{arr.dtype}{detail}."
             )
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            row, col = np.argwhere(arr > np.iinfo(np.int64).max)[0]
+            raise ValueError(
+                f"{input_name} must hold int64 values; row {row}, column {COLUMNS[col]!r} "
+                f"holds {arr[row, col]}, beyond the int64 range."
+            )
         arr = arr.astype(np.int64, copy=False)
         log = EngagementLog(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy())
     if len(log) == 0 and not allow_empty:
@@ -255,7 +289,7 @@ class Vocabulary:
 
     def lookup(self, values, *, name: str = "ids") -> np.ndarray:
         """Internal indices of ``values``; -1 where an id is unknown."""
-        values = np.asarray(values)
+        values = as_ids(values, name=name)
         if values.dtype.kind in "iu":
             values = values.astype(np.int64, copy=False)
         elif values.dtype.kind not in "U":

@@ -4,7 +4,10 @@ Every recommender is a scikit-learn estimator with three verbs:
 
 - ``fit(X)``: learn from a training engagement log (or the `EmbeddedLog` a `GraphEmbedder`
   hands on in a Pipeline);
-- ``partial_fit(X)``: take the engagements of one or more new time chunks, in order;
+- ``partial_fit(X)``: take the engagements of one or more new time chunks, in order. Every
+  chunk must be newer than the latest chunk taken so far (a chunk equal to it is refused
+  too), on a fitted recommender (an unfitted one raises ``NotFittedError``); a call that
+  fails leaves the recommender as it was;
 - ``recommend(users, m)``: for each user, the ``m`` best items for the latest chunk, best
   first, as ``(items, scores)`` arrays of shape (n_users, m) in external ids.
 
@@ -21,9 +24,42 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from ._log import distinct
+from ._log import as_ids, distinct
 
-__all__ = ["RecommenderMixin", "SeenItems", "csr_rows", "ranges_csr"]
+__all__ = ["RecommenderMixin", "SeenItems", "csr_rows", "distinct_pairs", "ranges_csr"]
+
+# m may exceed the number of items known (the rows are padded) up to this many slots
+MAX_PADDED_M = 10_000
+
+
+def distinct_pairs(first: np.ndarray, second: np.ndarray, weights: np.ndarray | None = None):
+    """The distinct ``(first, second)`` pairs, sorted by ``first`` then ``second``.
+
+    Parameters
+    ----------
+    first, second : ndarray of shape (n,)
+        The two members of each pair.
+    weights : ndarray of shape (n,), optional
+        A weight per pair; when given, the summed weight of each distinct pair is returned
+        too.
+
+    Returns
+    -------
+    first, second : ndarray
+        The distinct pairs.
+    sums : ndarray
+        Only with ``weights``: the summed weight of each distinct pair.
+    """
+    first, second = np.asarray(first), np.asarray(second)
+    order = np.lexsort((second, first))
+    first, second = first[order], second[order]
+    start = np.ones(first.shape[0], bool)
+    start[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
+    if weights is None:
+        return first[start], second[start]
+    sums = np.add.reduceat(np.asarray(weights)[order], np.flatnonzero(start)) \
+        if first.shape[0] else np.zeros(0)
+    return first[start], second[start], sums
 
 
 def ranges_csr(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +149,8 @@ class RecommenderMixin:
             External user ids. Users never seen in any log get the documented answer for
             unseen users of each recommender.
         m : int, default=100
-            Number of items per user.
+            Number of items per user: at least 1, and at most the number of items known
+            or 10,000, whichever is larger (beyond the items known a row is padding).
         exclude_seen : bool, default=False
             Leave out items the user has already engaged with (in any log given to ``fit``
             or ``partial_fit``).
@@ -125,11 +162,26 @@ class RecommenderMixin:
             fewer than ``m`` items can be ranked.
         scores : ndarray of shape (n_users, m)
             The score of each item; -inf where padded.
+
+        Raises
+        ------
+        NotFittedError
+            Before ``fit``.
+        ValueError
+            If ``m`` is out of range, ``users`` is not 1-D, or holds ids of another kind
+            than those seen in ``fit`` (or of mixed kinds).
         """
         check_is_fitted(self, "item_ids_")
         if not isinstance(m, Integral) or isinstance(m, bool) or m < 1:
             raise ValueError(f"m must be an integer >= 1; got {m!r}.")
-        users = np.asarray(users)
+        limit = max(len(self.item_ids_), MAX_PADDED_M)
+        if m > limit:
+            raise ValueError(
+                f"m must be at most {limit}, the larger of the {len(self.item_ids_)} items "
+                f"known and {MAX_PADDED_M} (slots beyond the items known only hold padding); "
+                f"got {m!r}."
+            )
+        users = as_ids(users, name="users")
         if users.ndim == 0:
             users = users.reshape(1)
         if users.ndim != 1:
