@@ -25,6 +25,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ._log import as_ids, distinct
+from .persistence import unversioned_state, versioned_state
 
 __all__ = ["RecommenderMixin", "SeenItems", "csr_rows", "distinct_pairs", "ranges_csr"]
 
@@ -131,8 +132,16 @@ class RecommenderMixin:
     """Mixin giving a fitted recommender its public ``recommend`` verb.
 
     ``recommend`` maps external user ids to internal ones, calls the subclass's
-    ``_recommend`` and maps the answer back to external item ids.
+    ``_recommend`` and maps the answer back to external item ids. The pickled state carries
+    the version of sklearn-micro that saved it, checked on loading (see
+    `sklearn_micro.persistence`).
     """
+
+    def __getstate__(self):
+        return versioned_state(super().__getstate__())
+
+    def __setstate__(self, state):
+        super().__setstate__(unversioned_state(state, type(self).__name__))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

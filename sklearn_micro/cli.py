@@ -128,9 +128,16 @@ def reproduce(args) -> int:
     for value, flag in ((args.k, "--k"), (args.m, "-m"), (args.dim, "--dim")):
         if value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
+    if args.chunk_length is not None and not 0 < args.chunk_length < float("inf"):
+        raise CommandError(f"--chunk-length must be a positive number of seconds; got "
+                           f"{args.chunk_length:g}")
     started = time.perf_counter()
     log, source = _load(args)
     train, test = split_chunks(log, args.train_chunks)
+    n_train_items = len(distinct(train.item))
+    if args.k > n_train_items:
+        raise CommandError(f"--k must be at most the {n_train_items:,} distinct items of the "
+                           f"training chunks; got {args.k:,}")
     print(f"data: {source}")
     print(f"{len(log):,} engagements, {len(distinct(log.user)):,} users, "
           f"{len(distinct(log.item)):,} items, chunks {log.chunk.min()}..{log.chunk.max()}; "
@@ -168,7 +175,7 @@ def main(argv=None) -> int:
         return reproduce(args)
     except CommandError as exc:
         print(f"sklearn-micro: error: {exc}", file=sys.stderr)
-    except (FileNotFoundError, ValueError, ImportError, TypeError) as exc:
+    except (OSError, ValueError, ImportError) as exc:
         print(f"sklearn-micro: error: {exc}", file=sys.stderr)
     return 2
 
