@@ -210,6 +210,29 @@ def check_refuses_older_chunk(factory, X_train, X_next):
     _assert_same(_recommend(est, users, 10, True), before[1])
 
 
+def check_refuses_latest_chunk_again(factory, X_train, X_next):
+    """A chunk equal to the latest one is refused like an older one, the state kept."""
+    users = _query_users(X_train, X_next)
+    first, *_ = _chunks(X_next)
+    est = _fitted(factory, X_train, first)
+    before = _recommend(est, users, 10), _recommend(est, users, 10, True)
+    latest = int(first.chunk.iloc[0])
+    with pytest.raises(ValueError, match=rf"\b{latest}\b"):
+        _partial_fit(est, first.iloc[:3])
+    assert _final_recommender(est).latest_chunk_ == latest
+    _assert_same(_recommend(est, users, 10), before[0])
+    _assert_same(_recommend(est, users, 10, True), before[1])
+
+
+def check_partial_fit_before_fit(factory, X_train, X_next):
+    """partial_fit on an unfitted recommender raises NotFittedError, for every recommender."""
+    est = factory()
+    rec = est[-1] if hasattr(est, "steps") else est
+    with pytest.raises(NotFittedError, match="fit"):
+        rec.partial_fit(X_train)
+    assert not hasattr(rec, "latest_chunk_")
+
+
 def check_refuses_empty_log(factory, X_train, X_next):
     empty = X_train.iloc[:0]
     with pytest.raises(ValueError, match="empty"):
@@ -242,13 +265,21 @@ def check_exclude_seen(factory, X_train, X_next):
 
 
 def check_pads_when_few_candidates(factory, X_train, X_next):
-    n_items = np.unique(np.concatenate([X_train.item, X_next.item])).shape[0]
-    m = n_items + 5
+    """With ``m`` as large as the number of items known, more than the latest chunk holds,
+    every row gives every item of the latest chunk (the fill runs to its end) and then pads,
+    at the end only."""
+    known = np.unique(np.concatenate([X_train.item, X_next.item]))
     users = _query_users(X_train, X_next)
-    for est in (_fitted(factory, X_train), _fitted(factory, X_train, X_next)):
-        items, scores = _recommend(est, users, m)
-        assert (items[:, -5:] == -1).all()
-        assert np.isneginf(scores[:, -5:]).all()
+    for log, est in ((X_train, _fitted(factory, X_train)),
+                     (X_next, _fitted(factory, X_train, X_next))):
+        latest = np.unique(log.item[log.chunk == log.chunk.max()])
+        assert latest.shape[0] < known.shape[0]
+        items, scores = _recommend(est, users, known.shape[0])
+        _assert_valid_rows(items, scores, known)
+        assert (items[:, -1] == -1).all(), "rows are not padded"
+        for row in items:
+            missing = np.setdiff1d(latest, row)
+            assert missing.size == 0, f"padded before the latest chunk's items {missing}"
 
 
 def check_string_ids(factory, X_train, X_next):
@@ -271,12 +302,34 @@ def check_string_ids(factory, X_train, X_next):
         _recommend(est, [1, 2], 5)
 
 
+def _with_new_item(X_train, X_next):
+    """X_next with one more item, never seen, engaged twice in the last chunk by the
+    training user with the fewest distinct training items (the narrowest taste): fewer
+    engagements than most items of that chunk. Returns the log, the user and the item."""
+    distinct_items = X_train.groupby("user").item.nunique()
+    user = int(distinct_items.index[distinct_items.to_numpy().argmin()])
+    item = int(max(X_train.item.max(), X_next.item.max()) + 1000)
+    last = int(X_next.chunk.max())
+    extra = pd.DataFrame({"user": [user, user], "item": [item, item], "chunk": [last, last]})
+    return pd.concat([X_next, extra.astype(X_next.dtypes)], ignore_index=True), user, item
+
+
 def check_new_items_recommended(factory, X_train, X_next):
-    """Items first engaged after fit can be recommended once taken by partial_fit."""
+    """Items first engaged after fit are ranked by the recommender itself once taken by
+    partial_fit, not only reached by the popularity fill: a new item that a user engaged
+    with comes, in that user's row, ahead of an item more engaged in the latest chunk."""
+    X_next, user, item = _with_new_item(X_train, X_next)
+    last = X_next[X_next.chunk == X_next.chunk.max()]
+    counts = last.item.value_counts()
+    more_engaged = counts.index[counts > counts[item]].to_numpy()
+    assert more_engaged.size >= 3
     est = _fitted(factory, X_train, X_next)
-    new = np.setdiff1d(X_next.item.unique(), X_train.item.unique())
-    items, _ = _recommend(est, _query_users(X_train, X_next), 20)
-    assert np.isin(items, new).any()
+    n_known = np.unique(np.concatenate([X_train.item, X_next.item])).shape[0]
+    row = _recommend(est, [user], n_known)[0][0]
+    assert item in row, f"the new item {item} is not recommended to the user who engaged it"
+    behind = np.setdiff1d(more_engaged, row[: np.flatnonzero(row == item)[0]])
+    assert behind.size, (f"the new item {item} comes after every item more engaged in the "
+                         f"latest chunk: only the popularity fill reached it ({row})")
 
 
 def check_fit_resets_and_clone(factory, X_train, X_next):
@@ -311,6 +364,8 @@ CHECKS: list[Callable] = [
     check_batch_equals_single,
     check_pickle_round_trip,
     check_refuses_older_chunk,
+    check_refuses_latest_chunk_again,
+    check_partial_fit_before_fit,
     check_refuses_empty_log,
     check_unseen_users,
     check_exclude_seen,

@@ -34,14 +34,31 @@ FACTORIES = {
 DATA = make_log()
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("name", list(FACTORIES))
+# (factory, check) -> why the check does not apply
+EXPECTED_FAILED = {
+    (name, "check_new_items_recommended"): "popularity ranks every user alike by engagement "
+    "counts, so a new item is reached the way the fill reaches it (test_popularity_* test it)"
+    for name in ("popularity", "popularity-window3")
+}
+
+
+def _protocol_cases():
+    for name in FACTORIES:
+        for check in CHECKS:
+            reason = EXPECTED_FAILED.get((name, check.__name__))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            yield pytest.param(name, check, marks=marks, id=f"{name}-{check.__name__}")
+
+
+@pytest.mark.parametrize("name, check", _protocol_cases())
 def test_recommender_protocol(name, check):
     check(FACTORIES[name], *DATA)
 
 
 def test_check_recommender_runs_all_checks():
-    check_recommender(FACTORIES["popularity"], *make_log(seed=1))
+    check_recommender(FACTORIES["popularity"], *make_log(seed=1), expected_failed={
+        "check_new_items_recommended": EXPECTED_FAILED[("popularity",
+                                                        "check_new_items_recommended")]})
 
 
 @pytest.mark.parametrize(
