@@ -211,7 +211,17 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
                 f"{input_name} must be a DataFrame with columns {list(COLUMNS)} or an integer "
                 f"array of shape (n, 3); got {type(X).__name__}."
             )
+        if hasattr(X, "tocsr") or hasattr(X, "todense"):
+            raise TypeError(
+                f"{input_name} is a sparse {type(X).__name__}; an engagement log is dense: a "
+                f"DataFrame with columns {list(COLUMNS)} or an integer array of shape (n, 3)."
+            )
         arr = np.asarray(X)
+        if arr.dtype.kind == "c":
+            raise ValueError(
+                f"Complex data not supported: {input_name} must be an integer array of shape "
+                f"(n, 3); got dtype {arr.dtype}."
+            )
         if arr.ndim != 2 or arr.shape[1] != 3:
             raise ValueError(
                 f"{input_name} must be an integer array of shape (n, 3) with columns "

@@ -24,9 +24,10 @@ from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 
 from sklearn_micro._log import EmbeddedLog, Vocabulary, check_log
+from sklearn_micro.base import SeenItems
 from sklearn_micro.model_selection import _final_recommender, _partial_fit
 
-__all__ = ["CHECKS", "FixedEmbedder", "check_recommender", "make_log"]
+__all__ = ["CHECKS", "FixedEmbedder", "check_recommender", "make_log", "state_differences"]
 
 
 def make_log(seed: int = 0, *, n_chunks: int = 6, n_train: int = 4, per_chunk: int = 40):
@@ -127,6 +128,47 @@ def _assert_valid_rows(items, scores, known_items):
     for row, row_pad in zip(scores, padded, strict=True):
         kept = row[~row_pad]
         assert (np.diff(kept) <= 0).all(), f"scores increase along a row: {row}"
+
+
+def _state_values_equal(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, Vocabulary):
+        return _state_values_equal(a.ids, b.ids)
+    if isinstance(a, SeenItems):
+        return _state_values_equal(a.keys, b.keys)
+    if isinstance(a, np.random.RandomState):
+        return all(_state_values_equal(np.asarray(x), np.asarray(y))
+                   for x, y in zip(a.get_state(), b.get_state(), strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_state_values_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(_state_values_equal, a, b))
+    if isinstance(a, BaseEstimator):
+        return a.get_params(deep=False).keys() == b.get_params(deep=False).keys() and \
+            not state_differences(a, b)
+    return bool(a == b)
+
+
+def state_differences(a, b, *, ignore=("_index",)) -> list[str]:
+    """The attributes in which two estimators differ (values compared exactly, arrays with
+    their dtypes, vocabularies and seen items by their arrays, random states by their
+    state); ``ignore`` names caches rebuilt on demand."""
+    if hasattr(a, "steps"):
+        return [f"{name}.{diff}" for (name, x), (_, y) in zip(a.steps, b.steps, strict=True)
+                for diff in state_differences(x, y, ignore=ignore)]
+    va, vb = vars(a), vars(b)
+    names = sorted((va.keys() | vb.keys()) - set(ignore))
+    return [n for n in names
+            if n not in va or n not in vb or not _state_values_equal(va[n], vb[n])]
+
+
+def _read_only(X):
+    arr = X.to_numpy(dtype=np.int64, copy=True)
+    arr.flags.writeable = False
+    return arr
 
 
 # -- the checks ------------------------------------------------------------------------------
@@ -350,6 +392,81 @@ def check_chunks_at_once_equal_in_turn(factory, X_train, X_next):
     _assert_same(_recommend(at_once, users, 10), _recommend(in_turn, users, 10))
 
 
+def check_fit_returns_self_and_keeps_params(factory, X_train, X_next):
+    """fit returns the estimator, changes none of its parameters, and sets only attributes
+    whose names end with an underscore (scikit-learn's check_estimators_fit_returns_self,
+    check_estimators_overwrite_params and check_dont_overwrite_parameters, on a log)."""
+    est = factory()
+    params = clone(est).get_params(deep=True)
+    rec = est[-1] if hasattr(est, "steps") else est
+    before = set(vars(rec))
+    assert est.fit(X_train) is est
+    after = est.get_params(deep=True)
+    assert params.keys() == after.keys()
+    for name, value in params.items():
+        if not hasattr(value, "get_params"):
+            assert repr(after[name]) == repr(value), f"fit changed the parameter {name}"
+    added = set(vars(rec)) - before
+    public = [a for a in added if not a.startswith("_") and not a.endswith("_")]
+    assert not public, f"fit set public attributes without a trailing underscore: {public}"
+
+
+def check_recommend_leaves_state(factory, X_train, X_next):
+    """recommend changes no fitted attribute (scikit-learn's check_dict_unchanged)."""
+    est = _fitted(factory, X_train, X_next)
+    before = pickle.loads(pickle.dumps(est))
+    users = _query_users(X_train, X_next)
+    _recommend(est, users, 10)
+    _recommend(est, users, 10, exclude_seen=True)
+    assert not state_differences(est, before)
+
+
+def check_fit_idempotent(factory, X_train, X_next):
+    """Fitting twice gives the same state as fitting once (check_fit_idempotent), and a
+    read-only log is taken as a writable one (check_readonly_memmap_input)."""
+    once = _fitted(factory, X_train)
+    twice = _fitted(factory, X_train).fit(X_train)
+    assert not state_differences(once, twice)
+    read_only = factory().fit(_read_only(X_train))
+    _partial_fit(read_only, _read_only(X_next))
+    users = _query_users(X_train, X_next)
+    _assert_same(_recommend(read_only, users, 10),
+                 _recommend(_fitted(factory, X_train, X_next), users, 10))
+
+
+def check_refuses_what_is_not_a_log(factory, X_train, X_next):
+    """NaN, floats, complex numbers, sparse matrices, the wrong width and scalars are refused
+    by fit and partial_fit with a ValueError or TypeError that names X; partial_fit's
+    refusals leave the state as it was (check_estimators_nan_inf, check_complex_data,
+    check_estimator_sparse_*, check_fit2d_1feature, check_fit1d)."""
+    import scipy.sparse as sp
+
+    arr = X_next.to_numpy(dtype=np.int64)
+    with_nan = arr.astype(float)
+    with_nan[1, 1] = np.nan
+    bad = {
+        "NaN": with_nan,
+        "inf": np.where(arr == arr[0, 0], np.inf, arr.astype(float)),
+        "fractions": arr + 0.5,
+        "complex": arr + 1j,
+        "sparse": sp.csr_matrix(arr),
+        "one column": arr[:, :1],
+        "four columns": np.column_stack([arr, arr[:, 0]]),
+        "1-D": arr[:, 0],
+        "scalar": 3,
+        "None": None,
+    }
+    est = _fitted(factory, X_train, _chunks(X_next)[0])
+    state = pickle.loads(pickle.dumps(est))
+    for what, X in bad.items():
+        with pytest.raises((ValueError, TypeError), match=r"\bX\b") as info:
+            factory().fit(X)
+        assert str(info.value), what
+        with pytest.raises((ValueError, TypeError), match=r"\bX\b"):
+            _partial_fit(est, X)
+        assert not state_differences(est, state), what
+
+
 def check_latest_chunk(factory, X_train, X_next):
     est = _fitted(factory, X_train)
     assert _final_recommender(est).latest_chunk_ == X_train.chunk.max()
@@ -375,6 +492,10 @@ CHECKS: list[Callable] = [
     check_fit_resets_and_clone,
     check_chunks_at_once_equal_in_turn,
     check_latest_chunk,
+    check_fit_returns_self_and_keeps_params,
+    check_recommend_leaves_state,
+    check_fit_idempotent,
+    check_refuses_what_is_not_a_log,
 ]
 
 
