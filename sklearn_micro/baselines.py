@@ -239,8 +239,14 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
             item_rank_=rank,
         )
         self._derive(state)
-        for name, value in state.items():
-            setattr(self, name, value)
+        snapshot = self.__dict__.copy()
+        try:
+            for name, value in state.items():
+                setattr(self, name, value)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            raise
 
     # -- recommend ---------------------------------------------------------------------------
 
