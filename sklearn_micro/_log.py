@@ -93,6 +93,15 @@ def as_ids(values, *, name: str) -> np.ndarray:
     """
     if isinstance(values, np.ndarray):
         return values
+    if isinstance(values, (set, frozenset, dict)) or (
+            hasattr(values, "__next__") and not hasattr(values, "__len__")):
+        raise TypeError(
+            f"{name} must be a list, tuple, Series or array of ids; got "
+            f"{type(values).__name__}, which has no order."
+            if isinstance(values, (set, frozenset, dict)) else
+            f"{name} must be a list, tuple, Series or array of ids; got "
+            f"{type(values).__name__}."
+        )
     arr = np.asarray(values)
     if arr.dtype.kind in "US" and arr.size:
         given = np.asarray(values, dtype=object).ravel()
@@ -199,6 +208,12 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
             raise ValueError(
                 f"{input_name} must have columns {list(COLUMNS)}; missing {missing}, "
                 f"got {list(X.columns)}."
+            )
+        repeated = [c for c in COLUMNS if list(X.columns).count(c) > 1]
+        if repeated:
+            raise ValueError(
+                f"{input_name} must have one column of each of {list(COLUMNS)}; {repeated} "
+                f"appear more than once in {list(X.columns)}."
             )
         log = EngagementLog(
             _frame_ids(X["user"], "user", input_name=input_name),

@@ -190,6 +190,8 @@ class RecommenderMixin:
                 f"known and {MAX_PADDED_M} (slots beyond the items known only hold padding); "
                 f"got {m!r}."
             )
+        if not isinstance(exclude_seen, (bool, np.bool_)):
+            raise TypeError(f"exclude_seen must be True or False; got {exclude_seen!r}.")
         users = as_ids(users, name="users")
         if users.ndim == 0:
             users = users.reshape(1)

@@ -122,9 +122,21 @@ def _load(args):
 
 def reproduce(args) -> int:
     from ._log import distinct
-    from .experiment import plot_per_chunk, results_table, run_experiment, split_chunks
+    from .experiment import METHODS, plot_per_chunk, results_table, run_experiment, split_chunks
 
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    unknown = [b for b in baselines if b not in METHODS[1:]]
+    if unknown:
+        raise CommandError(f"--baselines must be among {', '.join(METHODS[1:])}; got "
+                           f"{', '.join(unknown)}")
+    if args.data is None:
+        given = [flag for flag, value, default in (
+            ("--user", args.user, "user"), ("--item", args.item, "item"),
+            ("--chunk", args.chunk, None), ("--time", args.time, None),
+            ("--chunk-length", args.chunk_length, None)) if value != default]
+        if given:
+            raise CommandError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} "
+                               "to --data only; the generated log has no columns to choose")
     for value, flag in ((args.k, "--k"), (args.m, "-m"), (args.dim, "--dim")):
         if value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
@@ -133,6 +145,8 @@ def reproduce(args) -> int:
                            f"{args.chunk_length:g}")
     started = time.perf_counter()
     log, source = _load(args)
+    if len(log) == 0:
+        raise CommandError(f"{source} holds no engagements")
     train, test = split_chunks(log, args.train_chunks)
     n_train_items = len(distinct(train.item))
     if args.k > n_train_items:
