@@ -120,7 +120,11 @@ def _id_column(values, name: str, *, input_name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
         if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
-            raise ValueError(f"{input_name}: column {name!r} has ids beyond the int64 range.")
+            row = int(np.argmax(arr > np.iinfo(np.int64).max))
+            raise ValueError(
+                f"{input_name}: column {name!r} must hold int64 ids; row {row} holds "
+                f"{arr[row]}, beyond the int64 range."
+            )
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind == "U":
         return arr
@@ -174,7 +178,7 @@ def _chunk_column(values, *, input_name: str) -> np.ndarray:
         if bad.size:
             raise ValueError(
                 f"{input_name}: column 'chunk' must hold integer chunks; row {bad[0]} holds "
-                f"{arr[bad[0]]!r}."
+                f"{arr[bad[0]].item()!r}."
             )
     raise ValueError(
         f"{input_name}: column 'chunk' must have an integer dtype, got {arr.dtype}."
