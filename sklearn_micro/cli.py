@@ -82,12 +82,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _header(path: Path) -> list[str]:
-    from .datasets import _csv_names, _import_pyarrow, _source
+    from .datasets import _column_names, _source
 
-    src = _source(path)
-    if src.kind == "parquet":
-        return list(_import_pyarrow().parquet.read_schema(path).names)
-    return _csv_names(src)
+    return _column_names(_source(path))
 
 
 def _load(args):
@@ -147,6 +144,9 @@ def reproduce(args) -> int:
     log, source = _load(args)
     if len(log) == 0:
         raise CommandError(f"{source} holds no engagements")
+    if log.chunk.min() == log.chunk.max():
+        raise CommandError(f"{source} holds one chunk ({log.chunk.min()}); the experiment "
+                           "needs at least two: it trains on the first and tests on the next")
     train, test = split_chunks(log, args.train_chunks)
     n_train_items = len(distinct(train.item))
     if args.k > n_train_items:

@@ -235,6 +235,9 @@ CLI_CASES = {
                              r"--baselines must be among ANN, Popularity, RecentItems, ALS; "
                              r"got Foo"),
     "cli-missing-file": ([], r"no file at .*missing.csv"),
+    "cli-not-a-csv": ([], r"log.csv'? does not start with a header line of UTF-8 text"),
+    "cli-not-a-parquet": ([], r"log.parquet'? is not a readable Parquet file"),
+    "cli-one-chunk": ([], r"holds one chunk \(0\); the experiment needs at least two"),
     "cli-train-chunks-out-of-range": (["--train-chunks", "9"], r"train_chunks must be between 1 "
                                                                r"and 1"),
 }
@@ -256,6 +259,15 @@ def test_cli_bad_input_is_one_line_and_exit_2(case, tmp_path, capsys, monkeypatc
         data = _csv(tmp_path / "log.csv", rows=[])
     elif case == "cli-missing-file":
         data = tmp_path / "missing.csv"
+    elif case == "cli-not-a-csv":
+        data = tmp_path / "log.csv"
+        data.write_bytes(bytes(range(128, 256)))
+    elif case == "cli-not-a-parquet":
+        pytest.importorskip("pyarrow")
+        data = tmp_path / "log.parquet"
+        data.write_bytes(b"PAR1 not really")
+    elif case == "cli-one-chunk":
+        data = _csv(tmp_path / "log.csv", rows=TRAIN[TRAIN[:, 2] == 0])
     else:
         data = _csv(tmp_path / "log.csv")
     code, err = _cli(capsys, "--data", str(data), "--out", str(tmp_path / "out"), *args)

@@ -16,7 +16,12 @@ need pyarrow, and ``as_frame=True`` needs pandas: both come with the ``data`` ex
 ``pip install "sklearn-micro[data]"``.
 """
 
-from ._files import _csv_names, _import_pyarrow, _source  # noqa: F401  (the command line)
+from ._files import (  # noqa: F401  (the command line)
+    _column_names,
+    _csv_names,
+    _import_pyarrow,
+    _source,
+)
 from ._generator import iter_engagements, make_engagements
 from ._readers import iter_log_chunks, read_log, read_twitter_fave, read_twitter_follow
 from ._real_logs import data_home, load_higgs, load_movielens

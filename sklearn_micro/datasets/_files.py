@@ -157,7 +157,13 @@ def _csv_names(src: _Source) -> list[str]:
         line = f.readline()
     if not line.strip():
         raise ValueError(f"{str(src.path)!r} is empty; a header line with column names is needed.")
-    text = line.decode("utf-8-sig").rstrip("\r\n")
+    try:
+        text = line.decode("utf-8-sig").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{str(src.path)!r} does not start with a header line of UTF-8 text ({exc}); is "
+            f"it a CSV file?"
+        ) from None
     return [name.strip().strip('"').strip() for name in text.split(src.sep)]
 
 
@@ -387,9 +393,23 @@ def _parquet_values(src: _Source, column, name: str, kind: str, row0: int) -> np
                      f"{column.type}.")
 
 
-def _iter_parquet(src: _Source, kinds: dict[str, str], batch_rows: int):
+def _parquet_file(src: _Source):
     pa = _import_pyarrow()
-    pf = pa.parquet.ParquetFile(src.path)
+    try:
+        return pa.parquet.ParquetFile(src.path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ValueError(f"{str(src.path)!r} is not a readable Parquet file ({exc}).") from exc
+
+
+def _column_names(src: _Source) -> list[str]:
+    """The column names of a CSV or Parquet source."""
+    if src.kind == "parquet":
+        return list(_parquet_file(src).schema_arrow.names)
+    return _csv_names(src)
+
+
+def _iter_parquet(src: _Source, kinds: dict[str, str], batch_rows: int):
+    pf = _parquet_file(src)
     _check_present(src, pf.schema_arrow.names, kinds)
     row0 = 0
     for batch in pf.iter_batches(batch_size=batch_rows, columns=list(kinds)):
