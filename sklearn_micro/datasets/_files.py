@@ -324,17 +324,20 @@ def _iter_csv_numpy(src: _Source, names: list[str], kinds: dict[str, str], batch
             if any(line.count(src.sep) != n_sep for line in lines):
                 _raise_bad_csv_row(src, names, kinds, row0)
             out = {}
-            for name, kind in kinds.items():
+            for kind in dict.fromkeys(kinds.values()):
+                wanted = [name for name, k in kinds.items() if k == kind]
                 try:
                     values = np.loadtxt(lines, delimiter=src.sep, quotechar='"',
-                                        dtype=dtypes[kind], usecols=names.index(name), ndmin=1)
+                                        dtype=dtypes[kind], ndmin=2,
+                                        usecols=[names.index(name) for name in wanted])
                 except ValueError as exc:
                     _raise_bad_csv_row(src, names, kinds, row0, exc)
                 if kind == "str":
                     values = np.char.strip(values).astype(object)
                 elif kind == "float" and not np.isfinite(values).all():
                     _raise_bad_csv_row(src, names, kinds, row0)
-                out[name] = values
+                for j, name in enumerate(wanted):
+                    out[name] = np.ascontiguousarray(values[:, j])
             yield row0, out
             row0 += len(lines)
 
