@@ -319,9 +319,9 @@ class Vocabulary:
     def lookup(self, values, *, name: str = "ids") -> np.ndarray:
         """Internal indices of ``values``; -1 where an id is unknown."""
         values = as_ids(values, name=name)
-        if values.dtype.kind in "iu":
+        if values.dtype.kind == "i":
             values = values.astype(np.int64, copy=False)
-        elif values.dtype.kind not in "U":
+        elif values.dtype.kind != "U":
             values = _id_column(values.ravel(), name, input_name=name).reshape(values.shape)
         self._check_kind(values, name)
         if len(self) == 0:
