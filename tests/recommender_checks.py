@@ -149,6 +149,8 @@ def _state_values_equal(a, b) -> bool:
     if isinstance(a, BaseEstimator):
         return a.get_params(deep=False).keys() == b.get_params(deep=False).keys() and \
             not state_differences(a, b)
+    if hasattr(a, "__dict__") and not callable(a):  # a dataclass or another small object
+        return _state_values_equal(vars(a), vars(b))
     return bool(a == b)
 
 
