@@ -3,8 +3,9 @@
 Part 1 samples one large chunk drawn from the paper's generative model (planted interests)
 with ``MiCRO.partial_fit`` and trains tomotopy's ``LDAModel`` on the same engagements (users
 as documents, items as words), with the same number of interests K, the same number of
-sweeps and one thread each (MiCRO's sampler is sequential, so tomotopy runs with
-``workers=1``).
+sweeps and the same number of threads (``--threads``, all cores by default): MiCRO's
+sampler with ``n_jobs`` partitions of the chunk's users merged after every sweep (AD-LDA),
+tomotopy with as many ``workers`` and its default parallel scheme.
 
 Part 2 times ``MiCRO.recommend`` (exact top-m, numba threads = all cores) on the model of
 part 1 with the largest K, against a dense scan on a subset of the users: each user's
@@ -35,6 +36,7 @@ import tomotopy as tp
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from sklearn_micro import MiCRO
+from sklearn_micro import micro as micro_module
 from sklearn_micro._kernels import sampler
 
 FULL = dict(users=200_000, train=3_000_000, test=1_500_000, items=68_000,
@@ -124,38 +126,40 @@ def planted_stream(n_users: int, n_interests: int, n_train: int, n_test: int,
 
 @contextmanager
 def timed_kernels():
-    """Count and time the calls of the sampler's two kernels made inside the block.
+    """Time the chain and its log-likelihood evaluations inside the block.
 
-    Also notes when the first sweep starts and the last kernel ends: the numpy work of
-    ``partial_fit`` before the first is the chunk preparation, after the last the commit,
-    and between them (outside the kernels) the convergence checks and any second pass.
+    Also notes when the first chain starts and the last ends: the numpy work of
+    ``partial_fit`` before the first is the chunk's layout, after the last the commit.
     """
-    spent = {"gibbs_sweep": 0.0, "chunk_log_likelihood": 0.0, "sweeps": 0,
+    spent = {"chain": 0.0, "chunk_log_likelihood": 0.0, "sweeps": 0,
              "first_start": None, "last_end": None}
-    originals = {name: getattr(sampler, name) for name in ("gibbs_sweep",
-                                                            "chunk_log_likelihood")}
+    original_chain = micro_module.run_chain
+    original_ll = sampler.chunk_log_likelihood
 
-    def wrap(name, fn):
-        def timed(*args):
-            start = time.perf_counter()
-            out = fn(*args)
-            end = time.perf_counter()
-            spent[name] += end - start
-            if name == "gibbs_sweep":
-                spent["sweeps"] += 1
-                if spent["first_start"] is None:
-                    spent["first_start"] = start
-            spent["last_end"] = end
-            return out
-        return timed
+    def chain(*args, **kwargs):
+        start = time.perf_counter()
+        trace = original_chain(*args, **kwargs)
+        end = time.perf_counter()
+        spent["chain"] += end - start
+        spent["sweeps"] += len(trace)
+        if spent["first_start"] is None:
+            spent["first_start"] = start
+        spent["last_end"] = end
+        return trace
 
-    for name, fn in originals.items():
-        setattr(sampler, name, wrap(name, fn))
+    def log_likelihood(*args):
+        start = time.perf_counter()
+        out = original_ll(*args)
+        spent["chunk_log_likelihood"] += time.perf_counter() - start
+        return out
+
+    micro_module.run_chain = chain
+    sampler.chunk_log_likelihood = log_likelihood
     try:
         yield spent
     finally:
-        for name, fn in originals.items():
-            setattr(sampler, name, fn)
+        micro_module.run_chain = original_chain
+        sampler.chunk_log_likelihood = original_ll
 
 
 def warm_up() -> float:
@@ -182,21 +186,20 @@ def run_micro(train, interests, test, sweeps, seed, n_jobs):
         start = time.perf_counter()
         model.partial_fit(test)
         end = time.perf_counter()
-    kernels = spent["gibbs_sweep"] + spent["chunk_log_likelihood"]
     prepare = spent["first_start"] - start
     commit = end - spent["last_end"]
     profile = {
         "total": end - start,
         "prepare": prepare,
-        "gibbs_sweep": spent["gibbs_sweep"],
+        "gibbs_sweep": spent["chain"] - spent["chunk_log_likelihood"],
         "chunk_log_likelihood": spent["chunk_log_likelihood"],
-        "between": end - start - prepare - commit - kernels,
+        "between": end - start - prepare - commit - spent["chain"],
         "commit": commit,
     }
     return model, fit_time, spent["sweeps"], profile, support
 
 
-def run_tomotopy(test, n_interests, sweeps, beta, seed):
+def run_tomotopy(test, n_interests, sweeps, beta, seed, workers):
     start = time.perf_counter()
     model = tp.LDAModel(k=n_interests, alpha=0.1, eta=beta, seed=seed)
     model.optim_interval = 0  # MiCRO does not tune its priors either
@@ -207,10 +210,11 @@ def run_tomotopy(test, n_interests, sweeps, beta, seed):
         model.add_doc(doc.tolist())
     add_time = time.perf_counter() - start
     start = time.perf_counter()
-    model.train(0, workers=1, parallel=tp.ParallelScheme.NONE)  # random initial topics
+    scheme = tp.ParallelScheme.NONE if workers == 1 else tp.ParallelScheme.DEFAULT
+    model.train(0, workers=workers, parallel=scheme)  # random initial topics
     init_time = time.perf_counter() - start
     start = time.perf_counter()
-    model.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
+    model.train(sweeps, workers=workers, parallel=scheme)
     train_time = time.perf_counter() - start
     n_words = model.num_words
     del model
@@ -336,12 +340,12 @@ def main(argv=None) -> None:
           f"and a test chunk of {args.test:,}, about {args.items:,} items per chunk (all "
           "new in the test chunk), 1-10 interests per user, drawn from the generative "
           "model")
-    print(f"- part 1: K in {args.interests}, {args.sweeps} sweeps, 1 thread each (MiCRO's "
-          "sampler is sequential; tomotopy `workers=1`, `ParallelScheme.NONE`, "
+    print(f"- part 1: K in {args.interests}, {args.sweeps} sweeps, {args.threads} threads "
+          f"each (MiCRO `n_jobs={args.threads}`; tomotopy `workers={args.threads}`, "
+          "`ParallelScheme.DEFAULT` (`NONE` for one thread), "
           f"`optim_interval=0`, alpha 0.1, eta {beta}); MiCRO alpha 1.0, beta {beta}, "
-          f"`tol=0, max_sweeps={args.sweeps}` (`tol=0` still ends the chain early if the "
-          "mean log-likelihood of the last 3 sweeps falls below that of the 3 before; "
-          "tomotopy then runs the number of sweeps MiCRO ran)")
+          f"`tol=0, max_sweeps={args.sweeps}` (exactly that many sweeps; tomotopy runs the "
+          "number of sweeps MiCRO ran)")
     print(f"- part 2: K = {max(args.interests)}, m = {args.m}, {args.threads} numba threads "
           f"for `recommend` (all {os.cpu_count()} cores), {args.threads} BLAS threads for "
           "the dense scan\n")
@@ -361,7 +365,7 @@ def main(argv=None) -> None:
             n_assigned = n_e - model.n_unassigned_[1]
             log(f"K={K}: tomotopy ({ran} sweeps)")
             add_time, init_time, tt_time, tt_words = run_tomotopy(test, K, ran, beta,
-                                                                  args.seed)
+                                                                  args.seed, args.threads)
             if tt_words != n_e:
                 log(f"warning: tomotopy holds {tt_words} words, the chunk {n_e}")
             tt_rate = n_e * ran / tt_time
@@ -386,7 +390,7 @@ def main(argv=None) -> None:
                 rec_model = model
             del model, train, interests, test
 
-    print("## 1. Gibbs sampling speed, one thread\n")
+    print(f"## 1. Gibbs sampling speed, {args.threads} threads each\n")
     print("Engagements/s = engagements x sweeps / time. The ratio is to tomotopy at the "
           "same K.\n")
     print(table(["K", "sampler", "engagements", "sweeps", "time (s)", "sweeps/s",

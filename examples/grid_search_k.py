@@ -1,4 +1,5 @@
-"""Choose MiCRO's number of interests K with GridSearchCV, the scikit-learn way.
+"""Choose MiCRO's number of interests K with GridSearchCV on the Higgs log
+=========================================================================
 
 The search runs on the training chunks of the Higgs log only (6-hour chunks 0..18 by
 default), so the later chunks stay unseen for `paper_table.py`. Each fold of
@@ -10,6 +11,9 @@ with the best mean Recall@100.
 
 The pipeline caches its transformers (``memory=``): the graph embedding of a fold is
 computed once and shared by every K.
+
+Run it from the project's root (about 2 minutes on the real log; the documentation shows its code
+without running it)::
 
     python examples/grid_search_k.py
     python examples/grid_search_k.py --k 50 100 200 400

@@ -1,10 +1,14 @@
-"""MiCRO on the Higgs Twitter log, chunk by chunk, as the design card's pipeline.
+"""MiCRO on the Higgs Twitter log, chunk by chunk, as the design card's pipeline
+==================================================================================
 
 Users engage with authors (retweets, mentions, replies of 2012-07-01..07). The log is cut
 into chunks of ``--chunk-hours``; the pipeline is fitted on the first ``--train-chunks``
 chunks. Then, for each later chunk t+1, the model as it stands after chunk t recommends 100
 authors to every user of chunk t+1, is scored against the authors they engaged with there,
 and takes chunk t+1 with ``partial_fit``.
+
+Run it from the project's root (about 40 s on the real log; the documentation shows its code
+without running it)::
 
     python examples/higgs_pipeline.py
     python examples/higgs_pipeline.py --chunk-hours 12 --train-chunks 9 --k 100

@@ -1,4 +1,5 @@
-"""The paper's table on the two real logs: MiCRO against four baselines.
+"""The paper's table on the two real logs: MiCRO against four baselines
+=======================================================================
 
 For each log, every method is fitted on the training chunks and scored with the rolling
 protocol on the test chunks (recommend for chunk t+1 with the state after chunk t, then
@@ -17,6 +18,9 @@ points and as the per-user aggregate (each user's mean, then the mean over users
 overall means at 100 split into warm points (the user had engaged before) and cold ones,
 and where the relevant items were before: in the chunk before, or in the user's history.
 The per-chunk curves at 100 are written as PNGs into ``--out``.
+
+Run it from the project's root (about 2 minutes on the two real logs; the documentation
+shows its code without running it)::
 
     python examples/paper_table.py --out docs/img
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ._kernels.vocabulary import present_values, table_lookup
+
 COLUMNS = ("user", "item", "chunk")
 
 __all__ = [
@@ -30,7 +32,32 @@ class EngagementLog:
     """A validated engagement log: three aligned 1-D arrays of external values.
 
     ``user`` and ``item`` hold external ids (int64, or str for string ids); ``chunk`` holds
-    ordinal int64 time chunks. Rows keep the order they came in.
+    ordinal int64 time chunks. Rows keep the order they came in. `check_log` builds one from
+    a DataFrame or an array; every estimator of the package accepts one as ``X``.
+
+    Parameters
+    ----------
+    user : ndarray of shape (n_engagements,)
+        External user id of each engagement, int64 or str.
+    item : ndarray of shape (n_engagements,)
+        External item id of each engagement, int64 or str.
+    chunk : ndarray of shape (n_engagements,)
+        Ordinal time chunk of each engagement, int64; larger is later.
+
+    See Also
+    --------
+    check_log : Validates a DataFrame or an array into an `EngagementLog`.
+    EmbeddedLog : A log with the user and item vectors of a `GraphEmbedder`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro import check_log
+    >>> log = check_log(np.array([[1, 10, 0], [2, 10, 0], [1, 11, 1]]))
+    >>> log.shape
+    (3, 3)
+    >>> log.take(log.chunk == 0).item
+    array([10, 10])
     """
 
     user: np.ndarray
@@ -42,17 +69,35 @@ class EngagementLog:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """Tuple ``(n_engagements, 3)``, as the array form of the log would have."""
         return (len(self), 3)
 
     def take(self, rows) -> EngagementLog:
-        """The log restricted to ``rows`` (indices or a boolean mask)."""
+        """Select rows of the log.
+
+        Parameters
+        ----------
+        rows : array-like of int or bool
+            Row indices, or a boolean mask of length ``n_engagements``.
+
+        Returns
+        -------
+        log : EngagementLog
+            The selected rows, in the order given.
+        """
         return EngagementLog(self.user[rows], self.item[rows], self.chunk[rows])
 
     def __getitem__(self, rows) -> EngagementLog:
         return self.take(rows)
 
     def to_frame(self):
-        """The log as a pandas DataFrame with columns ``user``, ``item``, ``chunk``."""
+        """Convert the log to a pandas DataFrame.
+
+        Returns
+        -------
+        frame : pandas.DataFrame
+            Columns ``user``, ``item`` and ``chunk``, one row per engagement.
+        """
         import pandas as pd
 
         return pd.DataFrame({"user": self.user, "item": self.item, "chunk": self.chunk})
@@ -65,6 +110,37 @@ class EmbeddedLog:
     ``user_vectors[j]`` is the vector of external user ``user_ids.ids[j]``, and likewise for
     items. `SphericalKMeans` fills ``item_interest`` (the interest of each item of
     ``item_ids``) when it clusters the item vectors.
+
+    Parameters
+    ----------
+    log : EngagementLog
+        The engagements.
+    user_ids : Vocabulary
+        External ids of the embedded users, in the order of ``user_vectors``.
+    item_ids : Vocabulary
+        External ids of the embedded items, in the order of ``item_vectors``.
+    user_vectors : ndarray of shape (n_users, n_components)
+        One vector per user of ``user_ids``.
+    item_vectors : ndarray of shape (n_items, n_components)
+        One vector per item of ``item_ids``.
+    item_interest : ndarray of shape (n_items,) or None, default=None
+        The interest of each item of ``item_ids``, once clustered.
+
+    See Also
+    --------
+    GraphEmbedder : Makes an `EmbeddedLog` in its ``transform``.
+    SphericalKMeans : Fills ``item_interest`` in its ``transform``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro import GraphEmbedder
+    >>> log = np.array([[0, 10, 0], [0, 11, 0], [1, 10, 0], [2, 12, 1], [2, 13, 1]])
+    >>> embedded = GraphEmbedder(n_components=4, random_state=0).fit_transform(log)
+    >>> embedded.shape, embedded.item_vectors.shape
+    ((5, 3), (4, 4))
+    >>> embedded.with_interests([0, 0, 1, 1]).item_interest
+    array([0, 0, 1, 1])
     """
 
     log: EngagementLog
@@ -79,9 +155,22 @@ class EmbeddedLog:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """Tuple ``(n_engagements, 3)``, the shape of the log."""
         return self.log.shape
 
     def with_interests(self, item_interest: np.ndarray) -> EmbeddedLog:
+        """Attach the interest of each item.
+
+        Parameters
+        ----------
+        item_interest : array-like of shape (n_items,)
+            The interest of each item of ``item_ids``, in its order.
+
+        Returns
+        -------
+        embedded : EmbeddedLog
+            A copy with ``item_interest`` set; ``self`` is left unchanged.
+        """
         return replace(self, item_interest=np.asarray(item_interest, dtype=np.int64))
 
 
@@ -190,17 +279,40 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
 
     Parameters
     ----------
-    X : DataFrame with columns ``user``, ``item``, ``chunk``, integer array of shape (n, 3),
-        `EngagementLog` or `EmbeddedLog`
-        The engagements, one per row.
-    input_name : str
+    X : DataFrame, array-like of shape (n_engagements, 3), EngagementLog or EmbeddedLog
+        The engagements, one per row: a DataFrame with columns ``user``, ``item`` and
+        ``chunk`` (ids int64 or str), an int array with those three columns, or a log
+        already validated.
+    input_name : str, default="X"
         How error messages name the input.
-    allow_empty : bool
+    allow_empty : bool, default=False
         Whether a log without rows is accepted.
 
     Returns
     -------
     log : EngagementLog
+        The validated log: int64 (or str) ids and int64 chunks, rows in the order given.
+
+    Raises
+    ------
+    ValueError
+        If a column is missing, holds NaN, floats or mixed kinds of ids, or if the log is
+        empty and ``allow_empty`` is False.
+    TypeError
+        If ``X`` is a string, a scalar or None.
+
+    See Also
+    --------
+    EngagementLog : The validated log.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from sklearn_micro import check_log
+    >>> log = check_log(pd.DataFrame({"user": ["ann", "bob"], "item": [7, 8],
+    ...                               "chunk": [0, 1]}))
+    >>> log.user, log.chunk
+    (array(['ann', 'bob'], dtype='<U3'), array([0, 1]))
     """
     if isinstance(X, EngagementLog):
         log = X
@@ -268,10 +380,30 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
     return log
 
 
+# integer ids spanning at most this many times their number (plus a little) are handled
+# with dense tables: O(n) distinct values and lookups instead of sorts and binary searches
+_TABLE_SPAN = 4
+
+
+def _dense_span(values: np.ndarray, n: int) -> tuple[int, int] | None:
+    """``(low, span)`` of signed integer ``values`` when a table over their range is small
+    beside ``n``; None otherwise."""
+    if values.dtype.kind != "i" or values.size == 0:
+        return None
+    low, high = int(values.min()), int(values.max())
+    span = high - low + 1
+    return (low, span) if span <= _TABLE_SPAN * n + 1024 else None
+
+
 def distinct(values) -> np.ndarray:
-    """The sorted distinct values of a 1-D array (``np.unique`` without its hashing path,
-    which is many times slower on large int64 arrays)."""
-    values = np.sort(np.asarray(values).ravel())
+    """The sorted distinct values of a 1-D array: a presence table for integers of a small
+    range, otherwise a sort (``np.unique`` without its hashing path, which is many times
+    slower on large int64 arrays)."""
+    values = np.asarray(values).ravel()
+    dense = _dense_span(values, values.shape[0])
+    if dense is not None:
+        return present_values(values, *dense)
+    values = np.sort(values)
     if values.shape[0] < 2:
         return values
     keep = np.empty(values.shape[0], bool)
@@ -288,19 +420,64 @@ class Vocabulary:
     """External ids mapped to contiguous internal indices ``0..n-1``.
 
     The internal index of an id is its position in ``ids``; `extend` appends unseen ids at
-    the end, so indices already handed out never change. Lookups are binary searches in a
-    sorted copy, so they cost O(log n) per id and hold no Python dict.
+    the end, so indices already handed out never change. Integer ids whose range is at most
+    a few times their number are looked up in a dense table (O(1) per id); other ids by
+    binary search in a sorted copy (O(log n) per id). No Python dict is held.
+
+    Parameters
+    ----------
+    ids : array-like of shape (n_ids,)
+        Distinct external ids (int64 or str), in the order of their internal indices.
+
+    Attributes
+    ----------
+    ids : ndarray of shape (n_ids,)
+        The external ids; ``ids[j]`` has internal index ``j``.
+
+    See Also
+    --------
+    EmbeddedLog : Holds the vocabularies of a graph embedding.
+
+    Examples
+    --------
+    >>> from sklearn_micro import Vocabulary
+    >>> vocab = Vocabulary.from_ids([30, 10, 30, 20])
+    >>> vocab.ids
+    array([10, 20, 30])
+    >>> vocab.lookup([20, 99])
+    array([ 1, -1])
+    >>> bigger, index = vocab.extend([99, 10])
+    >>> bigger.ids, index
+    (array([10, 20, 30, 99]), array([3, 0]))
     """
 
     def __init__(self, ids: np.ndarray):
         ids = np.asarray(ids)
         self.ids = ids
-        self._order = np.argsort(ids, kind="stable")
-        self._sorted = ids[self._order]
+        dense = _dense_span(ids, ids.shape[0])
+        if dense is not None:
+            self._low = dense[0]
+            self._table = np.full(dense[1], -1, np.int64)
+            self._table[ids - self._low] = np.arange(ids.shape[0])
+        else:
+            self._table = None
+            self._order = np.argsort(ids, kind="stable")
+            self._sorted = ids[self._order]
 
     @classmethod
     def from_ids(cls, values: np.ndarray) -> Vocabulary:
-        """A vocabulary of the distinct values, in sorted order."""
+        """Make a vocabulary of the distinct values, in sorted order.
+
+        Parameters
+        ----------
+        values : array-like
+            External ids, repeats allowed.
+
+        Returns
+        -------
+        vocab : Vocabulary
+            The distinct ids, sorted.
+        """
         return cls(distinct(values))
 
     def __len__(self) -> int:
@@ -317,7 +494,20 @@ class Vocabulary:
             )
 
     def lookup(self, values, *, name: str = "ids") -> np.ndarray:
-        """Internal indices of ``values``; -1 where an id is unknown."""
+        """Map external ids to internal indices.
+
+        Parameters
+        ----------
+        values : array-like
+            External ids, of the same kind (int64 or str) as the vocabulary's.
+        name : str, default="ids"
+            How error messages name ``values``.
+
+        Returns
+        -------
+        index : ndarray of int64, shape of ``values``
+            The internal index of each id; -1 where an id is unknown.
+        """
         values = as_ids(values, name=name)
         if values.dtype.kind == "i":
             values = values.astype(np.int64, copy=False)
@@ -326,18 +516,53 @@ class Vocabulary:
         self._check_kind(values, name)
         if len(self) == 0:
             return np.full(values.shape, -1, dtype=np.int64)
+        if self._table is not None:
+            return table_lookup(values.ravel(), self._low, self._table).reshape(values.shape)
         pos = np.searchsorted(self._sorted, values)
         pos = np.minimum(pos, len(self) - 1)
         found = self._sorted[pos] == values
         return np.where(found, self._order[pos], -1).astype(np.int64)
 
     def extend(self, values, *, name: str = "ids") -> tuple[Vocabulary, np.ndarray]:
-        """A new vocabulary with the unseen ``values`` appended, and their indices in it.
+        """Append the unseen ``values`` to a new vocabulary, and map ``values`` into it.
 
         ``self`` is left unchanged, so a caller can validate everything before it commits.
+
+        Parameters
+        ----------
+        values : array-like
+            External ids, repeats allowed; unseen ones are appended in sorted order.
+        name : str, default="ids"
+            How error messages name ``values``.
+
+        Returns
+        -------
+        vocab : Vocabulary
+            The extended vocabulary (``self`` itself when every id is known).
+        index : ndarray of int64
+            The index of each of ``values`` in ``vocab``.
         """
         values = np.asarray(values)
-        distinct, inverse = np.unique(values, return_inverse=True)
+        vocab, _ = self.extend_distinct(distinct(values), name=name)
+        return vocab, vocab.lookup(values, name=name)
+
+    def extend_distinct(self, distinct, *, name: str = "ids") -> tuple[Vocabulary, np.ndarray]:
+        """`extend` for sorted distinct values.
+
+        Parameters
+        ----------
+        distinct : ndarray
+            Sorted distinct external ids; unseen ones are appended in their order.
+        name : str, default="ids"
+            How error messages name ``distinct``.
+
+        Returns
+        -------
+        vocab : Vocabulary
+            The extended vocabulary (``self`` itself when every id is known).
+        index : ndarray of int64
+            The index of each of ``distinct`` in ``vocab``.
+        """
         index = self.lookup(distinct, name=name)
         unseen = index < 0
         if unseen.any():
@@ -348,7 +573,7 @@ class Vocabulary:
             index[unseen] = len(self) + np.arange(new_ids.shape[0])
         else:
             vocab = self
-        return vocab, index[inverse.ravel()]
+        return vocab, index
 
     def __getstate__(self):
         return {"ids": self.ids}

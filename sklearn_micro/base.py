@@ -24,43 +24,15 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._kernels import csr
 from ._log import as_ids, distinct
 from .persistence import unversioned_state, versioned_state
 
-__all__ = ["RecommenderMixin", "SeenItems", "csr_rows", "distinct_pairs", "ranges_csr"]
+__all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "ranges_csr",
+           "unique_pairs"]
 
 # m may exceed the number of items known (the rows are padded) up to this many slots
 MAX_PADDED_M = 10_000
-
-
-def distinct_pairs(first: np.ndarray, second: np.ndarray, weights: np.ndarray | None = None):
-    """The distinct ``(first, second)`` pairs, sorted by ``first`` then ``second``.
-
-    Parameters
-    ----------
-    first, second : ndarray of shape (n,)
-        The two members of each pair.
-    weights : ndarray of shape (n,), optional
-        A weight per pair; when given, the summed weight of each distinct pair is returned
-        too.
-
-    Returns
-    -------
-    first, second : ndarray
-        The distinct pairs.
-    sums : ndarray
-        Only with ``weights``: the summed weight of each distinct pair.
-    """
-    first, second = np.asarray(first), np.asarray(second)
-    order = np.lexsort((second, first))
-    first, second = first[order], second[order]
-    start = np.ones(first.shape[0], bool)
-    start[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
-    if weights is None:
-        return first[start], second[start]
-    sums = np.add.reduceat(np.asarray(weights)[order], np.flatnonzero(start)) \
-        if first.shape[0] else np.zeros(0)
-    return first[start], second[start], sums
 
 
 def ranges_csr(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -217,3 +189,42 @@ class RecommenderMixin:
         out[valid] = ids[items[valid]]
         return out
 
+
+
+def unique_pairs(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``(row, col)`` pairs of integers, sorted by row then col.
+
+    The one place the package sorts and de-duplicates pairs. Pairs whose ranges make a
+    single int64 key (``(row - min) * n_cols + (col - min)``) are sorted as that key; others
+    (ids spread over the whole int64 range) by a lexsort.
+    """
+    rows = np.asarray(rows, np.int64)
+    cols = np.asarray(cols, np.int64)
+    if rows.size == 0:
+        return rows, cols
+    row_lo, col_lo = int(rows.min()), int(cols.min())
+    n_cols = int(cols.max()) - col_lo + 1
+    if (int(rows.max()) - row_lo + 1) * n_cols < 2**62:
+        key = distinct((rows - row_lo) * n_cols + (cols - col_lo))
+        return key // n_cols + row_lo, key % n_cols + col_lo
+    order = np.lexsort((cols, rows))
+    rows, cols = rows[order], cols[order]
+    keep = np.ones(rows.shape[0], bool)
+    keep[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    return rows[keep], cols[keep]
+
+
+def append_to_rows(indptr: np.ndarray, columns, rows: np.ndarray, values):
+    """A CSR with new entries appended to rows: one pass of copying, no sort.
+
+    ``columns`` are the CSR's aligned entry arrays, ``values`` the new entries of each and
+    ``rows`` the row of every new entry, in any order; a row's new entries come after its
+    old ones, in their given order. Returns the new indptr and the new columns.
+    """
+    rows = np.asarray(rows, np.int64)
+    order = np.argsort(rows, kind="stable")
+    add_indptr = np.zeros(indptr.shape[0], np.int64)
+    np.cumsum(np.bincount(rows, minlength=indptr.shape[0] - 1), out=add_indptr[1:])
+    return indptr + add_indptr, tuple(
+        csr.append_to_rows(indptr, c, add_indptr, np.asarray(v)[order].astype(c.dtype))
+        for c, v in zip(columns, values, strict=True))

@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._kernels.ranking import top_m_dense, top_m_sparse
 from ._kernels.topm import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, check_log, iter_chunks
-from .base import RecommenderMixin, SeenItems, csr_rows, distinct_pairs, ranges_csr
+from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
 
 __all__ = [
     "ALSRecommender",
@@ -297,6 +297,11 @@ class PopularityRecommender(_WindowRecommender):
     ranking_items_, ranking_counts_ : ndarray
         The window's items in recommendation order, and their window counts.
 
+    See Also
+    --------
+    RecentItemsRecommender : The user's own recent items first, then this ranking.
+    MiCRO : Ranks the latest chunk's items within each user's interests.
+
     Examples
     --------
     >>> import numpy as np
@@ -359,6 +364,11 @@ class RecentItemsRecommender(_WindowRecommender):
         The latest chunk's popularity, as for `PopularityRecommender`.
     recent_user_, recent_item_, recent_score_ : ndarray
         Each (user, item) pair of the window with its score, sorted by user.
+
+    See Also
+    --------
+    PopularityRecommender : The same ranking for every user.
+    MiCRO : Ranks the latest chunk's items within each user's interests.
 
     Examples
     --------
@@ -442,6 +452,11 @@ class ANNRecommender(_WindowRecommender):
     seen_items_, latest_chunk_, window_user_, window_item_, window_chunk_, popular_items_,
     popular_counts_, item_rank_ :
         As for `PopularityRecommender`.
+
+    See Also
+    --------
+    GraphEmbedder : Provides the user vectors this recommender queries with.
+    ALSRecommender : Factorizes the engagements itself and folds new items in.
 
     Examples
     --------
@@ -535,7 +550,7 @@ class ANNRecommender(_WindowRecommender):
 
     def _derive(self, state):
         vectors = state["user_vectors_"]
-        item, user = distinct_pairs(state["window_item_"], state["window_user_"])
+        item, user = unique_pairs(state["window_item_"], state["window_user_"])
         users = np.unique(user)
         with_vector = users[_nonzero_rows(vectors, users)]
         has_vector = np.isin(user, with_vector, assume_unique=False)
@@ -657,6 +672,11 @@ class ALSRecommender(_WindowRecommender):
     user_ids_, item_ids_, seen_items_, latest_chunk_, window_user_, window_item_,
     window_chunk_, popular_items_, popular_counts_, item_rank_ :
         As for `PopularityRecommender`.
+
+    See Also
+    --------
+    ANNRecommender : Nearest items to a user's vector of a `GraphEmbedder`.
+    MiCRO : Multi-interest retrieval over the latest chunk's items.
 
     Examples
     --------

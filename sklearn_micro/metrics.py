@@ -26,6 +26,7 @@ from ._kernels.metrics import ranking_metrics_kernel
 
 __all__ = ["METRICS", "mrr_at", "ndcg_at", "ranking_metrics", "recall_at"]
 
+#: The names of the metrics, as they appear in keys like ``"recall@100"``.
 METRICS = ("recall", "mrr", "ndcg")
 
 
@@ -146,6 +147,12 @@ def ranking_metrics(
     scores : dict of str to ndarray of shape (n_queries,)
         Keys like ``"recall@10"``; NaN for queries without relevant items.
 
+    See Also
+    --------
+    recall_at, mrr_at, ndcg_at : One metric at one cut-off.
+    sklearn_micro.model_selection.rolling_evaluate : The metrics of a recommender over the
+        test chunks.
+
     Examples
     --------
     >>> from sklearn_micro.metrics import ranking_metrics
@@ -192,7 +199,24 @@ def _metrics_of_codes(rec_codes, rel_indptr, rel_codes, ks, names=METRICS):
 def recall_at(recommended, relevant, M: int) -> np.ndarray:
     """Recall@M of each query: relevant items among the first M over the number relevant.
 
-    See `ranking_metrics` for the parameters.
+    Parameters
+    ----------
+    recommended : array-like of shape (n_queries, m)
+        Recommended item ids of each query, best first; -1 (or any id relevant to no
+        query) marks an empty slot.
+    relevant : sequence of sets or arrays, sparse matrix or tuple (indptr, items)
+        The relevant items of each query, in any of the forms `ranking_metrics` takes.
+    M : int
+        The cut-off: the first ``M`` recommended items count.
+
+    Returns
+    -------
+    scores : ndarray of shape (n_queries,)
+        Recall@M of each query; NaN for queries without relevant items.
+
+    See Also
+    --------
+    ranking_metrics : Recall, MRR and NDCG at several cut-offs in one pass.
 
     Examples
     --------
@@ -211,7 +235,24 @@ def recall_at(recommended, relevant, M: int) -> np.ndarray:
 def mrr_at(recommended, relevant, M: int) -> np.ndarray:
     """MRR@M of each query: one over the rank of the first relevant item, 0 if none in M.
 
-    See `ranking_metrics` for the parameters.
+    Parameters
+    ----------
+    recommended : array-like of shape (n_queries, m)
+        Recommended item ids of each query, best first; -1 (or any id relevant to no
+        query) marks an empty slot.
+    relevant : sequence of sets or arrays, sparse matrix or tuple (indptr, items)
+        The relevant items of each query, in any of the forms `ranking_metrics` takes.
+    M : int
+        The cut-off: the first ``M`` recommended items count.
+
+    Returns
+    -------
+    scores : ndarray of shape (n_queries,)
+        MRR@M of each query; NaN for queries without relevant items.
+
+    See Also
+    --------
+    ranking_metrics : Recall, MRR and NDCG at several cut-offs in one pass.
 
     Examples
     --------
@@ -230,7 +271,24 @@ def mrr_at(recommended, relevant, M: int) -> np.ndarray:
 def ndcg_at(recommended, relevant, M: int) -> np.ndarray:
     """NDCG@M of each query with binary gains; ideal DCG over ``min(|relevant|, M)`` items.
 
-    See `ranking_metrics` for the parameters.
+    Parameters
+    ----------
+    recommended : array-like of shape (n_queries, m)
+        Recommended item ids of each query, best first; -1 (or any id relevant to no
+        query) marks an empty slot.
+    relevant : sequence of sets or arrays, sparse matrix or tuple (indptr, items)
+        The relevant items of each query, in any of the forms `ranking_metrics` takes.
+    M : int
+        The cut-off: the first ``M`` recommended items count.
+
+    Returns
+    -------
+    scores : ndarray of shape (n_queries,)
+        NDCG@M of each query; NaN for queries without relevant items.
+
+    See Also
+    --------
+    ranking_metrics : Recall, MRR and NDCG at several cut-offs in one pass.
 
     Examples
     --------

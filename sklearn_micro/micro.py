@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numba
@@ -13,15 +15,28 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
+from ._gibbs import build_layout, run_chain
 from ._kernels import sampler
 from ._kernels.topm import fill_remainder, mixture_topm
+from ._kernels.vocabulary import present_values
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, distinct, iter_chunks
-from .base import RecommenderMixin, SeenItems, csr_rows
+from .base import RecommenderMixin, SeenItems, append_to_rows, csr_rows, unique_pairs
 
 __all__ = ["MiCRO"]
 
 # carried phi counts below this mass are dropped
 _MIN_MASS = 0.01
+
+
+@contextmanager
+def _numba_threads(n_jobs):
+    """numba's threads set to ``n_jobs`` (scikit-learn's meaning) inside the block."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(effective_n_jobs(n_jobs), numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield numba.get_num_threads()
+    finally:
+        numba.set_num_threads(before)
 
 
 def _carried_chunks(decay: float) -> int:
@@ -31,55 +46,10 @@ def _carried_chunks(decay: float) -> int:
 
 def _counts_csr(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
                 weights: np.ndarray | None = None):
-    """Distinct (row, col) pairs with summed weights, sorted by row then col, as a CSR."""
-    key = rows.astype(np.int64) * n_cols + cols
-    uniq, inverse = np.unique(key, return_inverse=True)
-    counts = np.bincount(inverse, weights=weights, minlength=uniq.shape[0])
-    r = uniq // n_cols
-    indptr = np.zeros(n_rows + 1, np.int64)
-    np.cumsum(np.bincount(r, minlength=n_rows), out=indptr[1:])
-    return indptr, (uniq % n_cols).astype(np.int64), counts.astype(np.float64)
-
-
-def chunk_counts(e_user, e_item, sup_ptr, sup_k, n_interests, zpos):
-    """The sampler's layout and counts of one chunk for assignments ``zpos``.
-
-    Parameters
-    ----------
-    e_user, e_item : ndarray of shape (n_engagements,)
-        Local user (row of the support CSR) and local item (``0..I_t-1``) of each
-        engagement.
-    sup_ptr, sup_k : ndarray
-        The chunk users' supports as a CSR of interests.
-    n_interests : int
-    zpos : ndarray of shape (n_engagements,)
-        Each engagement's interest, as a position in its user's support.
-
-    Returns
-    -------
-    e_off, emap : ndarray
-        ``emap[e_off[e] + j]`` is the (item, interest) entry of the j-th support interest
-        of engagement ``e``.
-    cand_item, cand_k : ndarray
-        The item and the interest of each entry; entries are grouped by item.
-    sup_cnt, cand_cnt, interest_cnt : ndarray
-        ``N[u, k]`` of the chunk aligned with the supports, ``N[i, k, t]`` aligned with the
-        entries, and ``N[k, t]``.
-    """
-    K = n_interests
-    size = sup_ptr[e_user + 1] - sup_ptr[e_user]
-    e_off = np.zeros(e_user.shape[0] + 1, np.int64)
-    np.cumsum(size, out=e_off[1:])
-    n_items = int(e_item.max()) + 1 if e_item.size else 0
-    emap, cand_item, cand_k = sampler.entry_map(e_user, e_item, e_off, sup_ptr, sup_k,
-                                                n_items, K)
-    # the sweep is bound by random access to these arrays: int32 halves their footprint
-    sup_pos = sup_ptr[e_user] + zpos
-    sup_cnt = np.bincount(sup_pos, minlength=sup_k.shape[0]).astype(np.int32)
-    cand_cnt = np.bincount(emap[e_off[:-1] + zpos], minlength=cand_k.shape[0]).astype(
-        np.int32)
-    interest_cnt = np.bincount(sup_k[sup_pos], minlength=K).astype(np.int32)
-    return e_off, emap, cand_item, cand_k, sup_cnt, cand_cnt, interest_cnt
+    """Distinct (row, col) pairs with summed weights, sorted by row then col, as a CSR
+    ``(indptr, cols as int32, sums as float64)``."""
+    weights = np.empty(0) if weights is None else np.asarray(weights, np.float64)
+    return sampler.pair_counts(rows, cols, weights, n_rows, n_cols)
 
 
 class MiCRO(RecommenderMixin, BaseEstimator):
@@ -118,8 +88,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the sampler. The stream carries on across `partial_fit` calls.
     n_jobs : int or None, default=None
-        Threads for `recommend` (the sampler itself is sequential). None keeps numba's
-        default.
+        Parallel work. The sampler splits a chunk's users into ``n_jobs`` partitions of
+        about equal work and samples them at once on threads, each against its own copy
+        of the (item, interest) counts it touches; the copies' changes are merged after
+        every sweep (AD-LDA, Newman et al. 2009). `recommend` ranks users on ``n_jobs``
+        threads. None means 1 unless in a `joblib.parallel_config` context; -1 means all
+        processors. Results are deterministic for a given ``random_state`` and
+        ``n_jobs``; different ``n_jobs`` give different chains of the same quality.
     verbose : int, default=0
         Print one line per chunk (sweeps, changed assignments, log-likelihood).
 
@@ -159,6 +134,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         The per-sweep log-likelihood trace of each sampled chunk.
     n_unassigned_ : dict
         Engagements per chunk that no interest could be given to (see Notes).
+
+    See Also
+    --------
+    SphericalKMeans : Clusters the item vectors into the interests MiCRO starts from.
+    sklearn_micro.baselines.ANNRecommender : The nearest-neighbour baseline.
+    sklearn_micro.model_selection.rolling_evaluate : Scores a recommender over time.
 
     Notes
     -----
@@ -241,6 +222,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         Returns
         -------
         self : MiCRO
+            The fitted model.
         """
         log, vocab, interest = self._training_interests(X, item_interest)
         K = int(interest.max()) + 1
@@ -248,7 +230,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         item_ids = Vocabulary.from_ids(log.item)
         u = user_ids.lookup(log.user)
         i = item_ids.lookup(log.item)
-        k_item = np.full(len(item_ids), -1, np.int64)
+        k_item = np.full(len(item_ids), -1, np.int32)
         pos = vocab.lookup(item_ids.ids)
         known = pos >= 0
         k_item[known] = interest[pos[known]]
@@ -266,8 +248,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.item_ids_ = item_ids
         self.n_interests_ = K
         self.support_indptr_ = indptr
-        self.support_interest_ = sup_k
-        self.support_count_ = sup_cnt
+        self.support_interest_ = sup_k.astype(np.int32)
+        self.support_count_ = sup_cnt.astype(np.int32)
         self.item_interest_ = k_item
         self.seen_items_ = SeenItems().add(u, i)
         # phi of the last training chunk, with the decayed earlier ones when phi_decay > 0
@@ -365,6 +347,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         Returns
         -------
         self : MiCRO
+            The model, moved to the latest chunk of ``X``.
         """
         check_is_fitted(self, "support_indptr_", msg=(
             "MiCRO.partial_fit needs a fitted model: call fit on the training log (or the "
@@ -390,123 +373,89 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         return self
 
     def _sample_chunk(self, chunk: int, log: EngagementLog) -> None:
-        """Sample one chunk and move the model's state to it (attributes are replaced, never
-        modified in place, so a snapshot of ``__dict__`` restores the previous state)."""
-        K = self.n_interests_
-        user_ids, u = self.user_ids_.extend(log.user, name="users")
-        item_ids, i = self.item_ids_.extend(log.item, name="items")
-        n_users_old = len(self.user_ids_)
-        item_interest = np.concatenate(
-            [self.item_interest_, np.full(len(item_ids) - len(self.item_ids_), -1)])
-
-        order = np.argsort(u, kind="stable")
-        u, i = u[order], i[order]
-        new_user = np.empty(u.shape[0], bool)
-        new_user[0] = True
-        np.not_equal(u[1:], u[:-1], out=new_user[1:])
-        chunk_users = u[new_user]
-        e_user = np.cumsum(new_user) - 1
-        n_local = chunk_users.shape[0]
-        chunk_items = distinct(i)
-        local_i = np.searchsorted(chunk_items, i)
-        i_beta = chunk_items.shape[0] * float(self.beta)
-
-        # supports: carried for users with one, from their items' interests for the others
-        indptr_old = self.support_indptr_
-        has_support = np.zeros(n_local, bool)
-        old = chunk_users < n_users_old
-        has_support[old] = np.diff(indptr_old)[chunk_users[old]] > 0
-        warm_ptr, warm_pos = csr_rows(indptr_old, np.where(has_support, chunk_users, -1))
-        sup_user = np.repeat(np.arange(n_local), np.diff(warm_ptr))
-        sup_k = self.support_interest_[warm_pos]
-        carried = self.support_count_[warm_pos]
-        global_pos = warm_pos
-        zpos = np.full(i.shape[0], -1, np.int32)
+        """Sample one chunk and move the model's state to it: lay the chunk out, run the
+        chain, commit the counts. Attributes are replaced, never modified in place, so a
+        snapshot of ``__dict__`` restores the previous state."""
+        engagements = self._chunk_engagements(log)
+        supports = self._carried_supports(engagements)
+        item_interest = np.concatenate([
+            self.item_interest_,
+            np.full(len(engagements.item_ids) - len(self.item_ids_), -1, np.int32)])
+        z = np.full(engagements.n_engagements, -1, np.int32)
         rng = self.random_state_
-        sampler.seed(rng.randint(np.iinfo(np.int32).max))
-        trace = []
+        chunk_seed = int(rng.randint(np.iinfo(np.int32).max))
+        n_jobs = effective_n_jobs(self.n_jobs)
+        trace: list[float] = []
         # Pass 1 gives users without a support the interests of their items; pass 2 does the
         # same, with the interests pass 1 gave new items, for users still without one.
-        for _ in range(2):
-            needy = np.ones(n_local, bool)
-            needy[sup_user] = False
-            cold_e = needy[e_user] & (item_interest[i] >= 0)
-            if trace and not cold_e.any():
+        for pass_ in range(2):
+            supports, added = supports.adopt_item_interests(engagements, item_interest)
+            if pass_ > 0 and not added:
                 break
-            cold_ptr, cold_k, _ = _counts_csr(
-                e_user[cold_e], item_interest[i[cold_e]], n_local, K)
-            sup_user = np.concatenate([sup_user, np.repeat(np.arange(n_local),
-                                                           np.diff(cold_ptr))])
-            sup_k = np.concatenate([sup_k, cold_k])
-            carried = np.concatenate([carried, np.zeros(cold_k.shape[0])])
-            global_pos = np.concatenate([global_pos, np.full(cold_k.shape[0], -1)])
-            sort = np.argsort(sup_user, kind="stable")
-            sup_user, sup_k, carried, global_pos = (
-                sup_user[sort], sup_k[sort], carried[sort], global_pos[sort])
-            sup_ptr = np.zeros(n_local + 1, np.int64)
-            np.cumsum(np.bincount(sup_user, minlength=n_local), out=sup_ptr[1:])
-            sup_prior = self.alpha + carried
-
-            # engagements that can be given an interest; new ones start uniform
-            size = np.diff(sup_ptr)[e_user]
+            size = np.diff(supports.ptr)[engagements.local_user]
             assignable = size > 0
-            start = assignable & (zpos < 0)
-            zpos[start] = (rng.random_sample(int(start.sum())) * size[start]).astype(np.int32)
-            ea_user = e_user[assignable]
-            ea_zpos = zpos[assignable]
-            e_off, emap, cand_item, cand_k, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
-                ea_user, local_i[assignable], sup_ptr, sup_k, K, ea_zpos)
-            trace += self._run_chain(ea_user.astype(np.int32), e_off, emap, sup_ptr,
-                                     sup_k.astype(np.int32), sup_prior, sup_cnt, cand_cnt,
-                                     interest_cnt, ea_zpos, i_beta)
-            zpos[assignable] = ea_zpos
-            item_interest = _main_interests(item_interest, chunk_items[cand_item], cand_k,
-                                            cand_cnt)
+            start = assignable & (z < 0)
+            z[start] = (rng.random_sample(int(start.sum())) * size[start]).astype(np.int32)
+            layout, counts = build_layout(
+                engagements.local_user[assignable], engagements.local_item[assignable],
+                supports.ptr, supports.interest, self.alpha + supports.carried,
+                z[assignable], n_interests=self.n_interests_, n_items=engagements.n_items)
+            z_assignable = z[assignable]
+            with _numba_threads(self.n_jobs):
+                trace += run_chain(layout, counts, z_assignable, beta=float(self.beta),
+                                   max_sweeps=self.max_sweeps, tol=self.tol,
+                                   chunk_seed=chunk_seed, pass_=pass_, n_jobs=n_jobs)
+            z[assignable] = z_assignable
+            item_interest = _main_interests(item_interest, engagements.items, layout,
+                                            counts.entry_count)
         if self.verbose:
             print(f"[MiCRO] chunk {chunk}: {int(assignable.sum())} engagements, {len(trace)} "
                   f"sweeps, log-likelihood {trace[-1]:.6g}")
-
-        # commit: user counts, supports of users that had none, item interests, phi
-        support_count = self.support_count_.copy()
-        keep_warm = global_pos >= 0
-        support_count[global_pos[keep_warm]] += sup_cnt[keep_warm]
-        new = (global_pos < 0) & (sup_cnt > 0)
-        all_user = np.concatenate([
-            np.repeat(np.arange(len(self.user_ids_)), np.diff(indptr_old)),
-            chunk_users[sup_user[new]]])
-        all_k = np.concatenate([self.support_interest_, sup_k[new]])
-        all_cnt = np.concatenate([support_count, sup_cnt[new].astype(np.float64)])
-        self.support_indptr_, self.support_interest_, self.support_count_ = _counts_csr(
-            all_user, all_k, len(user_ids), K, weights=all_cnt)
-
-        self.user_ids_ = user_ids
-        self.item_ids_ = item_ids
-        self.item_interest_ = item_interest
-        self.seen_items_ = self.seen_items_.add(u, i)
-        hit = cand_cnt > 0
-        self._set_chunk(chunk, i, chunk_items[cand_item[hit]], cand_k[hit],
-                        cand_cnt[hit].astype(np.float64), carry=True)
+        self._commit_chunk(chunk, engagements, supports, layout, counts, item_interest)
         self.n_sweeps_ = {**self.n_sweeps_, chunk: len(trace)}
         self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
         self.n_unassigned_ = {**self.n_unassigned_, chunk: int((~assignable).sum())}
 
-    def _run_chain(self, e_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt, cand_cnt,
-                   interest_cnt, zpos, i_beta) -> list[float]:
-        """Gibbs sweeps until converged or ``max_sweeps``; the log-likelihood of each."""
-        beta = float(self.beta)
-        trace = []
-        window = 3
-        for _ in range(self.max_sweeps):
-            sampler.gibbs_sweep(e_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt,
-                                cand_cnt, interest_cnt, zpos, beta, i_beta)
-            trace.append(sampler.chunk_log_likelihood(sup_prior, sup_cnt, cand_cnt,
-                                                      interest_cnt, beta, i_beta))
-            if self.tol > 0 and len(trace) >= 2 * window:
-                recent = np.mean(trace[-window:])
-                before = np.mean(trace[-2 * window:-window])
-                if recent - before < self.tol * abs(recent):
-                    break
-        return trace
+    def _chunk_engagements(self, log: EngagementLog) -> _ChunkEngagements:
+        """A chunk's engagements in internal indices, sorted by user."""
+        user_ids, user = self.user_ids_.extend(log.user, name="users")
+        item_ids, item = self.item_ids_.extend(log.item, name="items")
+        users, local_user = _local_indices(user, len(user_ids))
+        items, local_item = _local_indices(item, len(item_ids))
+        order = sampler.group_order(local_user, users.shape[0])
+        return _ChunkEngagements(user_ids, item_ids, user[order], item[order], users,
+                                 local_user[order], items, local_item[order])
+
+    def _carried_supports(self, engagements: _ChunkEngagements) -> _ChunkSupports:
+        """The supports the chunk's users carry from training and earlier chunks."""
+        rows = np.where(engagements.users < len(self.user_ids_), engagements.users, -1)
+        ptr, position = csr_rows(self.support_indptr_, rows)
+        return _ChunkSupports(ptr, self.support_interest_[position],
+                              self.support_count_[position], position)
+
+    def _commit_chunk(self, chunk, engagements, supports, layout, counts, item_interest):
+        """Move the model to ``chunk``: users' counts, the supports of users that had none,
+        item interests, seen items and ``phi``."""
+        support_count = self.support_count_.copy()
+        carried = supports.model_position >= 0
+        support_count[supports.model_position[carried]] += counts.user_count[carried]
+        # users without a support take the interests their engagements were given
+        new = ~carried & (counts.user_count > 0)
+        local = np.repeat(np.arange(engagements.users.shape[0]), np.diff(supports.ptr))[new]
+        n_users = len(engagements.user_ids)
+        indptr = np.concatenate([self.support_indptr_, np.full(
+            n_users - len(self.user_ids_), self.support_indptr_[-1])])
+        self.support_indptr_, (self.support_interest_, self.support_count_) = append_to_rows(
+            indptr, (self.support_interest_, support_count), engagements.users[local],
+            (supports.interest[new], counts.user_count[new]))
+        self.user_ids_ = engagements.user_ids
+        self.item_ids_ = engagements.item_ids
+        self.item_interest_ = item_interest
+        self.seen_items_ = self.seen_items_.add(engagements.user, engagements.item)
+        hit = counts.entry_count > 0
+        self._set_chunk(chunk, engagements.item, engagements.items[layout.entry_item[hit]],
+                        layout.entry_interest[hit], counts.entry_count[hit].astype(np.float64),
+                        carry=True)
 
     # ------------------------------------------------------------ retrieval
 
@@ -525,17 +474,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         weight = theta / denom
         row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
         base = np.bincount(row, weights=weight * self.beta, minlength=user_index.shape[0])
-        threads = numba.get_num_threads()
-        if self.n_jobs is not None:
-            numba.set_num_threads(min(effective_n_jobs(self.n_jobs),
-                                      numba.config.NUMBA_NUM_THREADS))
-        try:
+        with _numba_threads(self.n_jobs) as threads:
             items, scores, n_filled = mixture_topm(
                 indptr, k, weight, base, self.phi_indptr_, self.phi_item_, self.phi_count_,
-                self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m,
-                numba.get_num_threads())
-        finally:
-            numba.set_num_threads(threads)
+                self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m, threads)
         pop = self.popular_order_
         pop_order = self.chunk_items_[pop]
         unseen = np.diff(indptr) == 0
@@ -555,6 +497,16 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         """Each user's interest mixture ``theta_u`` as a sparse (n_users, K) matrix.
 
         Users never seen, or seen only with items of no interest, get an empty row.
+
+        Parameters
+        ----------
+        users : array-like of shape (n_users,)
+            External user ids.
+
+        Returns
+        -------
+        theta : scipy.sparse.csr_matrix of shape (n_users, n_interests_)
+            Row ``r`` holds ``theta_u[k]`` on the interests of user ``users[r]``'s support.
         """
         check_is_fitted(self, "support_indptr_")
         index = self.user_ids_.lookup(np.atleast_1d(np.asarray(users)), name="users")
@@ -567,6 +519,16 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         Row ``r`` is ``N[i, k, t] / sum_k N[i, k, t]`` for the latest chunk ``t`` (new items
         included; with ``phi_decay`` the carried counts too); items with no mass there get
         an empty row.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+
+        Returns
+        -------
+        mixtures : scipy.sparse.csr_matrix of shape (n_items, n_interests_)
+            Each item's share of engagements per interest in the latest chunk.
         """
         check_is_fitted(self, "support_indptr_")
         index = self.item_ids_.lookup(np.atleast_1d(np.asarray(items)), name="items")
@@ -586,18 +548,82 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         return sp.csr_matrix(sp.diags(scale) @ out)
 
 
-def _main_interests(item_interest, item, k, cnt):
-    """``item_interest`` with each item of a count entry (``item``, ``k``, ``cnt``; entries
-    grouped by item) set to the interest holding most of its engagements, ties going to the
-    lower interest."""
-    hit = cnt > 0
-    item, k, cnt = item[hit], k[hit], cnt[hit]
+def _local_indices(index: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of ``index`` (model indices below ``n``) and each value's
+    position among them, as int32."""
+    values = present_values(index, 0, n)
+    rank = np.full(n, -1, np.int32)
+    rank[values] = np.arange(values.shape[0], dtype=np.int32)
+    return values, rank[index]
+
+
+@dataclass(frozen=True, eq=False)
+class _ChunkEngagements:
+    """A chunk's engagements, sorted by user, with the vocabularies extended by its new
+    users and items: ``user`` and ``item`` are model indices, ``local_user`` a row of
+    ``users`` and ``local_item`` a position in ``items`` (the chunk's distinct users and
+    items, as model indices)."""
+
+    user_ids: Vocabulary
+    item_ids: Vocabulary
+    user: np.ndarray
+    item: np.ndarray
+    users: np.ndarray
+    local_user: np.ndarray
+    items: np.ndarray
+    local_item: np.ndarray
+
+    @property
+    def n_engagements(self) -> int:
+        return self.user.shape[0]
+
+    @property
+    def n_items(self) -> int:
+        return self.items.shape[0]
+
+
+@dataclass(frozen=True, eq=False)
+class _ChunkSupports:
+    """The supports of a chunk's users (rows of ``_ChunkEngagements.users``) as a CSR:
+    interests, the counts ``N[u, k]`` carried into the chunk, and each entry's position in
+    the model's supports (-1 for an entry new in this chunk)."""
+
+    ptr: np.ndarray
+    interest: np.ndarray
+    carried: np.ndarray
+    model_position: np.ndarray
+
+    def adopt_item_interests(self, engagements, item_interest):
+        """Users without a support take the interests of their items that have one.
+
+        Returns the new supports and whether any user got one.
+        """
+        empty = np.diff(self.ptr)[engagements.local_user] == 0
+        interest = item_interest[engagements.item]
+        take = empty & (interest >= 0)
+        if not take.any():
+            return self, False
+        user, k = unique_pairs(engagements.local_user[take], interest[take])
+        ptr, (interest, carried, position) = append_to_rows(
+            self.ptr, (self.interest, self.carried, self.model_position), user,
+            (k, np.zeros(k.shape[0]), np.full(k.shape[0], -1)))
+        return _ChunkSupports(ptr, interest, carried, position), True
+
+
+def _main_interests(item_interest, items, layout, entry_count):
+    """``item_interest`` with each item of the chunk that has assigned engagements set to the
+    interest holding most of them, ties going to the lower interest (``items`` maps the
+    layout's local items to model items)."""
+    hit = entry_count > 0
+    item = items[layout.entry_item[hit]]
+    k = layout.entry_interest[hit]
+    cnt = entry_count[hit]
     out = item_interest.copy()
     if item.shape[0] == 0:
         return out
     start = np.flatnonzero(np.concatenate([[True], item[1:] != item[:-1]]))
     group = np.repeat(np.arange(start.shape[0]), np.diff(np.append(start, item.shape[0])))
     best = np.maximum.reduceat(cnt, start)
-    candidate = np.where(cnt == best[group], k, np.iinfo(np.int64).max)
+    candidate = np.where(cnt == best[group], k, np.iinfo(np.int32).max)
     out[item[start]] = np.minimum.reduceat(candidate, start)
     return out

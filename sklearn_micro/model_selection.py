@@ -72,6 +72,11 @@ class ChunkSplit(BaseCrossValidator):
     gap : int, default=0
         Chunks left out between the training chunks and the test chunks of each fold.
 
+    See Also
+    --------
+    make_rolling_scorer : Scores each fold's test chunks with the rolling protocol.
+    sklearn.model_selection.TimeSeriesSplit : The same idea over rows instead of chunks.
+
     Examples
     --------
     >>> import numpy as np
@@ -152,7 +157,7 @@ class ChunkSplit(BaseCrossValidator):
             yield test
 
     def get_n_splits(self, X=None, y=None, groups=None) -> int:
-        """The number of folds, ``n_splits``.
+        """Return the number of folds, ``n_splits``.
 
         Parameters
         ----------
@@ -162,6 +167,7 @@ class ChunkSplit(BaseCrossValidator):
         Returns
         -------
         n_splits : int
+            The number of folds.
         """
         self._check_params()
         return self.n_splits
@@ -283,6 +289,11 @@ def rolling_evaluate(
     report : RollingReport
         The metrics of every (user, chunk) point and their aggregates.
 
+    See Also
+    --------
+    make_rolling_scorer : The same protocol as a scorer for `GridSearchCV`.
+    sklearn_micro.metrics.ranking_metrics : The metrics of each point.
+
     Examples
     --------
     >>> import numpy as np
@@ -353,6 +364,35 @@ class RollingReport:
         Columns ``chunk``, ``user``, ``warm``, ``n_relevant`` and one per metric.
     metric_names : list of str
         The metric columns, like ``"recall@100"``.
+
+    Attributes
+    ----------
+    metric_names : list of str
+        The metric columns, like ``"recall@100"``.
+
+    See Also
+    --------
+    rolling_evaluate : Runs the rolling protocol and returns a `RollingReport`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro import PopularityRecommender
+    >>> from sklearn_micro.model_selection import rolling_evaluate
+    >>> train = np.array([[1, 10, 0], [2, 10, 0], [2, 11, 0]])
+    >>> test = np.array([[1, 10, 1], [3, 12, 1], [1, 12, 2], [2, 12, 2]])
+    >>> report = rolling_evaluate(PopularityRecommender().fit(train), test, m_values=1)
+    >>> report.points
+       chunk  user   warm  n_relevant  recall@1  mrr@1  ndcg@1
+    0      1     1   True           1       1.0    1.0     1.0
+    1      1     3  False           1       0.0    0.0     0.0
+    2      2     1   True           1       0.0    0.0     0.0
+    3      2     2   True           1       0.0    0.0     0.0
+    >>> report.per_chunk()["recall@1"]
+    chunk
+    1    0.5
+    2    0.0
+    Name: recall@1, dtype: float64
     """
 
     def __init__(self, points: dict[str, np.ndarray], metric_names: list[str]):
@@ -416,8 +456,10 @@ class RollingReport:
 
         Returns
         -------
-        means : Series (dict) of metric to mean, or DataFrame (dict of columns) with
-            by_warm and a column ``n_points``.
+        means : Series or DataFrame
+            The mean of each metric (a dict without pandas); with ``by_warm``, a table with
+            rows ``all``, ``warm`` and ``cold`` and a column ``n_points`` (a dict of
+            columns without pandas).
         """
         if not by_warm:
             return self._series(self._means(), "overall")
@@ -437,7 +479,9 @@ class RollingReport:
 
         Returns
         -------
-        table : DataFrame (dict of columns) indexed by chunk, with ``n_points``.
+        table : DataFrame
+            Indexed by chunk, with a column ``n_points`` and one per metric (a dict of
+            columns without pandas).
         """
         return self._frame(self._group(self._points["chunk"], "chunk"), "chunk")
 
@@ -454,7 +498,10 @@ class RollingReport:
 
         Returns
         -------
-        means : Series (dict) of metric to the mean over users, or the per-user table.
+        means : Series or DataFrame
+            The mean over users of each metric (a dict without pandas); with ``by_user``,
+            a table indexed by user with a column ``n_points`` (a dict of columns without
+            pandas).
         """
         table = self._group(self._points["user"], "user")
         if by_user:
@@ -468,8 +515,9 @@ class RollingReport:
 
         Returns
         -------
-        table : DataFrame (dict of columns) with rows ``overall``, ``overall (warm)``,
-            ``overall (cold)`` and ``per-user``, and the metrics as columns.
+        table : DataFrame
+            Rows ``overall``, ``overall (warm)``, ``overall (cold)`` and ``per-user``, the
+            metrics as columns (a dict of columns without pandas).
         """
         by_warm = self.overall(by_warm=True)
         per_user = self.per_user()
@@ -486,7 +534,18 @@ class RollingReport:
         return frame
 
     def summary(self, *, digits: int = 4) -> str:
-        """The summary table as text."""
+        """Format the summary table as text.
+
+        Parameters
+        ----------
+        digits : int, default=4
+            Digits after the decimal point.
+
+        Returns
+        -------
+        text : str
+            The table of `to_frame`, then a line counting points, users and chunks.
+        """
         by_warm = self.overall(by_warm=True)
         per_user = self.per_user()
         rows = ["overall", "overall (warm)", "overall (cold)", "per-user"]
@@ -516,7 +575,34 @@ class RollingReport:
 class RollingScorer:
     """Scorer running `rolling_evaluate` on a deep copy: ``scorer(estimator, X) -> dict``.
 
-    Made by `make_rolling_scorer`; see there.
+    Made by `make_rolling_scorer`, which validates the parameters; see there.
+
+    Parameters
+    ----------
+    m_values : int or sequence of int, default=(10, 25, 50, 100)
+        Cut-offs M.
+    metrics : sequence of {"recall", "mrr", "ndcg"}, default=("recall", "mrr", "ndcg")
+        Metrics to report.
+    exclude_seen : bool, default=False
+        Passed to ``recommend``.
+    aggregate : {"overall", "per_user"}, default="overall"
+        "overall" averages over all (user, chunk) points; "per_user" averages each user's
+        mean over the users.
+
+    See Also
+    --------
+    make_rolling_scorer : Makes a `RollingScorer`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro import PopularityRecommender
+    >>> from sklearn_micro.model_selection import make_rolling_scorer
+    >>> train = np.array([[1, 10, 0], [2, 10, 0], [2, 11, 0]])
+    >>> test = np.array([[1, 10, 1], [3, 12, 1], [1, 12, 2], [2, 12, 2]])
+    >>> scorer = make_rolling_scorer(m_values=2, metrics="recall")
+    >>> scorer(PopularityRecommender().fit(train), test)
+    {'recall@2': 0.75}
     """
 
     def __init__(self, m_values=(10, 25, 50, 100), metrics=METRICS, *,
@@ -571,6 +657,12 @@ def make_rolling_scorer(
     Returns
     -------
     scorer : RollingScorer
+        A callable ``scorer(estimator, X, y=None)`` returning a dict of floats.
+
+    See Also
+    --------
+    ChunkSplit : Forward-in-time folds over chunks, for ``cv=``.
+    rolling_evaluate : The protocol the scorer runs.
 
     Examples
     --------

@@ -25,7 +25,8 @@ from pathlib import Path
 
 __all__ = ["TRUSTED_TYPES", "IncompatibleVersionError", "dump", "load"]
 
-#: This package's types that a fitted model (or a Pipeline of them) holds.
+#: This package's types that a fitted model (or a Pipeline of them) holds: what `load`
+#: builds from a skops file besides the types skops trusts itself.
 TRUSTED_TYPES: list[str] = [
     "sklearn_micro._log.Vocabulary",
     "sklearn_micro.base.SeenItems",
@@ -43,7 +44,31 @@ _VERSION_KEY = "_sklearn_micro_version"
 
 
 class IncompatibleVersionError(ValueError):
-    """A saved model comes from a version of sklearn-micro whose state this one can't read."""
+    """A saved model comes from a version of sklearn-micro whose state this one can't read.
+
+    Raised when a recommender is unpickled, or loaded from a skops file, and the version of
+    sklearn-micro that saved it differs from this one in its major or minor number, or was
+    not recorded. The message names both versions.
+
+    See Also
+    --------
+    load : Load a saved model.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> import numpy as np
+    >>> import sklearn_micro
+    >>> from sklearn_micro.baselines import PopularityRecommender
+    >>> from sklearn_micro.persistence import IncompatibleVersionError
+    >>> rec = PopularityRecommender().fit(np.array([[1, 10, 0]]))
+    >>> state = rec.__getstate__() | {"_sklearn_micro_version": "9.0.0"}
+    >>> try:
+    ...     PopularityRecommender.__new__(PopularityRecommender).__setstate__(state)
+    ... except IncompatibleVersionError as exc:
+    ...     print(str(exc).split(";")[0])
+    This PopularityRecommender was saved by sklearn-micro 9.0.0
+    """
 
 
 def _package_version() -> str:
@@ -132,6 +157,10 @@ def dump(model, path: str | os.PathLike, *, format: str | None = None) -> Path:
     path : pathlib.Path
         The file written.
 
+    See Also
+    --------
+    load : Load the file again.
+
     Examples
     --------
     >>> import os, tempfile
@@ -173,6 +202,8 @@ def load(path: str | os.PathLike, *, trusted: list[str] | None = None,
     Returns
     -------
     model : estimator
+        The model as it was saved: it recommends as it did and carries on with
+        ``partial_fit``.
 
     Raises
     ------
@@ -180,6 +211,21 @@ def load(path: str | os.PathLike, *, trusted: list[str] | None = None,
         If a skops file holds types that are not trusted (the message lists them).
     IncompatibleVersionError
         If the model was saved by another minor version of sklearn-micro.
+
+    See Also
+    --------
+    dump : Save a model.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn_micro.baselines import RecentItemsRecommender
+    >>> from sklearn_micro.persistence import dump, load
+    >>> rec = RecentItemsRecommender().fit(np.array([[1, 10, 0], [1, 11, 1], [2, 11, 1]]))
+    >>> path = dump(rec, os.path.join(tempfile.mkdtemp(), "recent.skops"))
+    >>> load(path).recommend([1], m=2)[0]
+    array([[11, 10]])
     """
     path = _path(path)
     kind = _format(path, format)

@@ -19,38 +19,33 @@ from sklearn_micro import MiCRO
 def gibbs_step_draws(e_user, e_item, supports, carried, *, alpha, beta, n_draws, seed):
     """Draws of the first engagement's interest from repeated sweeps of the sampler kernel.
 
-    The one place this file reaches into the sampler: it lays a chunk out as the kernel
-    expects and calls it. ``e_user`` / ``e_item`` are the engagements (local users sorted,
-    local items ``0..I_t-1``), ``supports[u]`` the interests of user ``u`` and
-    ``carried[u]`` their counts from before the chunk. When only the first engagement has
-    more than one interest, each sweep is one Gibbs step for it, drawn from its conditional
-    given the others, whatever its current value.
+    The one place this file reaches into the sampler: it lays a chunk out with
+    `sklearn_micro._gibbs.build_layout` and calls the sweep kernel on it. ``e_user`` /
+    ``e_item`` are the engagements (local users sorted, local items ``0..I_t-1``),
+    ``supports[u]`` the interests of user ``u`` and ``carried[u]`` their counts from before
+    the chunk. When only the first engagement has more than one interest, each sweep is one
+    Gibbs step for it, drawn from its conditional given the others, whatever its current
+    value.
     """
+    from sklearn_micro._gibbs import build_layout
     from sklearn_micro._kernels import sampler
 
-    e_user = np.asarray(e_user, np.int32)
-    e_item = np.asarray(e_item, np.int64)
     sizes = np.array([len(s) for s in supports])
-    sup_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    sup_k = np.concatenate(supports).astype(np.int64)
-    sup_prior = alpha + np.concatenate(carried).astype(np.float64)
-    n_interests = int(sup_k.max()) + 1
-    e_off = np.concatenate([[0], np.cumsum(sizes[e_user])]).astype(np.int64)
-    emap, _, cand_k = sampler.entry_map(e_user, e_item, e_off, sup_ptr, sup_k,
-                                        int(e_item.max()) + 1, n_interests)
-    zpos = np.zeros(e_user.shape[0], np.int32)
-    sup_cnt = np.bincount(sup_ptr[e_user] + zpos, minlength=sup_k.shape[0]).astype(np.int32)
-    cand_cnt = np.bincount(emap[e_off[:-1] + zpos], minlength=cand_k.shape[0]).astype(np.int32)
-    interest_cnt = np.bincount(sup_k[sup_ptr[e_user] + zpos], minlength=n_interests).astype(
-        np.int32)
-    i_beta = (int(e_item.max()) + 1) * beta
-    sampler.seed(seed)
+    support_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    z = np.zeros(len(e_user), np.int32)
+    layout, counts = build_layout(
+        np.asarray(e_user), np.asarray(e_item), support_ptr, np.concatenate(supports),
+        alpha + np.concatenate(carried).astype(np.float64), z,
+        n_interests=int(np.concatenate(supports).max()) + 1, n_items=int(max(e_item)) + 1)
+    i_beta = layout.n_items * beta
+    first = layout.support_ptr[layout.engagement_user[0]]
     draws = np.empty(n_draws, np.int64)
-    first = sup_ptr[e_user[0]]
-    for d in range(n_draws):
-        sampler.gibbs_sweep(e_user, e_off, emap, sup_ptr, sup_k.astype(np.int32), sup_prior,
-                            sup_cnt, cand_cnt, interest_cnt, zpos, beta, i_beta)
-        draws[d] = sup_k[first + zpos[0]]
+    for d, sweep_seed in enumerate(np.random.SeedSequence(seed).generate_state(n_draws)):
+        sampler.sweep_partition(
+            int(sweep_seed), layout.engagement_user, layout.entry_ptr, layout.entry_of,
+            layout.support_ptr, layout.support_interest, layout.support_prior,
+            counts.user_count, counts.entry_count, counts.interest_count, z, beta, i_beta)
+        draws[d] = layout.support_interest[first + z[0]]
     return draws
 
 

@@ -23,8 +23,9 @@ from sklearn_micro import MiCRO
 # -- injection points ------------------------------------------------------------------------
 # MiCRO: a method called once per chunk, before the chunk is sampled.
 MICRO_CHUNK_STEP = (MiCRO, "_sample_chunk")
-# MiCRO: the compiled Gibbs sweep, called once per sweep; it changes the counts in place.
-MICRO_KERNEL = (micro.sampler, "gibbs_sweep")
+# MiCRO: the compiled Gibbs sweep, called once per sweep (and partition); it changes the
+# counts in place.
+MICRO_KERNEL = (micro.sampler, "sweep_partition")
 # MiCRO: a method called in the commit of each chunk, after the supports have been replaced.
 MICRO_COMMIT = (MiCRO, "_set_chunk")
 # Baselines: the hook that takes one new chunk, once per chunk.
@@ -104,20 +105,24 @@ def test_micro_failure_after_a_sampled_chunk(monkeypatch, error):
     _assert_rolled_back_and_carries_on(model, untouched, rest, monkeypatch)
 
 
-def test_micro_failure_inside_the_kernel(monkeypatch):
-    model = _micro()
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_micro_failure_inside_the_kernel(monkeypatch, n_jobs):
+    model = _micro().set_params(n_jobs=n_jobs)
     rest = X_NEXT[X_NEXT.chunk > X_NEXT.chunk.min()]
     untouched = _copy(model)
-    # the sweeps the first chunk of `rest` takes, from a run without failure
-    first = int(rest.chunk.min())
-    sweeps = _copy(model).partial_fit(rest[rest.chunk == first]).n_sweeps_[first]
     owner, name = MICRO_KERNEL
-    # fail on the second sweep of the second chunk: its counts have been changed in place
-    wrapper = _fail_on_call(getattr(owner, name), sweeps + 2)
+    # the kernel calls the first chunk of `rest` takes, from a run without failure
+    counting = _fail_on_call(getattr(owner, name), 0)
+    monkeypatch.setattr(owner, name, counting)
+    _copy(model).partial_fit(rest[rest.chunk == rest.chunk.min()])
+    calls = counting.calls["n"]
+    monkeypatch.undo()
+    # fail on the second call of the second chunk: its counts have been changed in place
+    wrapper = _fail_on_call(getattr(owner, name), calls + 2)
     monkeypatch.setattr(owner, name, wrapper)
     with pytest.raises(Injected):
         model.partial_fit(rest)
-    assert wrapper.calls["n"] == sweeps + 2
+    assert wrapper.calls["n"] == calls + 2
     _assert_rolled_back_and_carries_on(model, untouched, rest, monkeypatch)
 
 

@@ -8,8 +8,7 @@ from recommender_checks import CHECKS, FixedEmbedder, make_log
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import MiCRO, SphericalKMeans
-from sklearn_micro._kernels import sampler
-from sklearn_micro.micro import chunk_counts
+from sklearn_micro._gibbs import build_layout, partition_layout, run_chain
 
 TRAIN = np.array([
     [0, 10, 0], [0, 11, 0], [0, 12, 1],
@@ -234,36 +233,68 @@ def chunks(draw):
     return n_interests, supports, np.sort(users), items, seed
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(chunks())
-def test_counts_equal_a_recount_after_every_sweep(case):
+def _layout_of(case):
     K, supports, users, items, seed = case
     sup_ptr = np.concatenate([[0], np.cumsum([len(s) for s in supports])]).astype(np.int64)
     sup_k = np.concatenate(supports).astype(np.int64)
     prior = np.full(sup_k.shape[0], 0.5) + np.arange(sup_k.shape[0]) % 3
     rng = np.random.default_rng(seed)
     size = sup_ptr[users + 1] - sup_ptr[users]
-    zpos = (rng.random(users.shape[0]) * size).astype(np.int64)
-    e_off, emap, cand_item, cand_k, sup_cnt, cand_cnt, interest_cnt = chunk_counts(
-        users, items, sup_ptr, sup_k, K, zpos)
+    z = (rng.random(users.shape[0]) * size).astype(np.int32)
+    n_items = int(items.max()) + 1
+    layout, counts = build_layout(users, items, sup_ptr, sup_k, prior, z, n_interests=K,
+                                  n_items=n_items)
+    return layout, counts, z, size
+
+
+def _recount(layout, z):
+    _, counts = build_layout(layout.engagement_user, layout.engagement_item,
+                             layout.support_ptr, layout.support_interest,
+                             layout.support_prior, z, n_interests=layout.n_interests,
+                             n_items=layout.n_items)
+    return counts
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunks(), st.integers(1, 4))
+def test_counts_equal_a_recount_after_every_sweep(case, n_jobs):
+    K, supports, users, items, seed = case
+    layout, counts, z, size = _layout_of(case)
     # each (item, interest) pair of a user's support has one entry, and maps point to it
-    pairs = set(zip(cand_item.tolist(), cand_k.tolist(), strict=True))
-    assert len(pairs) == cand_item.shape[0]
+    pairs = set(zip(layout.entry_item.tolist(), layout.entry_interest.tolist(), strict=True))
+    assert len(pairs) == layout.n_entries
     for e in range(users.shape[0]):
-        for j in range(e_off[e + 1] - e_off[e]):
-            entry = emap[e_off[e] + j]
-            assert cand_item[entry] == items[e]
-            assert cand_k[entry] == sup_k[sup_ptr[users[e]] + j]
-    sampler.seed(seed)
-    for _ in range(3):
-        sampler.gibbs_sweep(users, e_off, emap, sup_ptr, sup_k, prior, sup_cnt, cand_cnt,
-                            interest_cnt, zpos, 0.1, 0.1 * len(set(items.tolist())))
-        assert ((zpos >= 0) & (zpos < size)).all()
-        recount = chunk_counts(users, items, sup_ptr, sup_k, K, zpos)
-        np.testing.assert_array_equal(recount[4], sup_cnt)
-        np.testing.assert_array_equal(recount[5], cand_cnt)
-        np.testing.assert_array_equal(recount[6], interest_cnt)
-        assert sup_cnt.sum() == cand_cnt.sum() == interest_cnt.sum() == users.shape[0]
+        for j in range(layout.entry_ptr[e + 1] - layout.entry_ptr[e]):
+            entry = layout.entry_of[layout.entry_ptr[e] + j]
+            assert layout.entry_item[entry] == items[e]
+            assert layout.entry_interest[entry] == supports[users[e]][j]
+    for sweep in range(3):
+        run_chain(layout, counts, z, beta=0.1, max_sweeps=1, tol=0, chunk_seed=seed,
+                  pass_=sweep, n_jobs=n_jobs)
+        assert ((z >= 0) & (z < size)).all()
+        recount = _recount(layout, z)
+        np.testing.assert_array_equal(recount.user_count, counts.user_count)
+        np.testing.assert_array_equal(recount.entry_count, counts.entry_count)
+        np.testing.assert_array_equal(recount.interest_count, counts.interest_count)
+        assert counts.user_count.sum() == counts.entry_count.sum() == users.shape[0]
+        assert counts.interest_count.sum() == users.shape[0]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunks(), st.integers(2, 4))
+def test_partitions_cover_the_chunk_once(case, n_jobs):
+    layout, _, _, _ = _layout_of(case)
+    parts = partition_layout(layout, n_jobs)
+    assert 1 <= len(parts) <= n_jobs
+    covered = np.concatenate([np.arange(layout.n_engagements)[p.engagements] for p in parts])
+    np.testing.assert_array_equal(covered, np.arange(layout.n_engagements))
+    for p in parts:
+        # a partition's users are its own, and its map points at the entries it touches
+        users = layout.engagement_user[p.engagements]
+        others = [layout.engagement_user[q.engagements] for q in parts if q is not p]
+        assert not np.isin(users, np.concatenate([[-1], *others])).any()
+        lo, hi = layout.entry_ptr[p.engagements.start], layout.entry_ptr[p.engagements.stop]
+        np.testing.assert_array_equal(p.entries[p.entry_of], layout.entry_of[lo:hi])
 
 
 @st.composite
@@ -317,11 +348,13 @@ def test_recommend_properties(case, m):
 
 # ---------------------------------------------------------------- known answer
 
-def test_known_answer_on_the_generative_model():
-    """On a log drawn from the paper's model with planted interests (training items given
-    their true interest), the sampler puts each new item in its planted interest (adjusted
-    Rand index of the items' main interests) and next-chunk recall@100 beats a
-    global-popularity ranking of the previous chunk several times over."""
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_known_answer_on_the_generative_model(n_jobs):
+    """With one or two partitions of the sampler, on a log drawn from the paper's model
+    with planted interests (training items given their true interest), the sampler puts
+    each new item in its planted interest (adjusted Rand index of the items' main
+    interests) and next-chunk recall@100 beats a global-popularity ranking of the previous
+    chunk several times over."""
     from sklearn.metrics import adjusted_rand_score
 
     from sklearn_micro.datasets import make_engagements
@@ -331,7 +364,7 @@ def test_known_answer_on_the_generative_model():
                                   n_engagements=60000, random_state=0, return_truth=True)
     train = log.take(log.chunk < 4)
     train_items = np.unique(train.item)
-    model = MiCRO(random_state=0).fit(
+    model = MiCRO(random_state=0, n_jobs=n_jobs).fit(
         train, item_interest=(train_items, truth["item_interest"][train_items]))
     for t in range(4, 8):
         nxt = log.take(log.chunk == t)
@@ -353,6 +386,51 @@ def test_known_answer_on_the_generative_model():
         assert model.n_sweeps_[t] < model.max_sweeps
 
 
+def _generated(seed=0):
+    from sklearn_micro.datasets import make_engagements
+
+    log, truth = make_engagements(n_users=3000, n_items=4000, n_chunks=6, n_interests=30,
+                                  n_engagements=90000, random_state=seed, return_truth=True)
+    train = log.take(log.chunk < 4)
+    items = np.unique(train.item)
+    return train, (items, truth["item_interest"][items]), log.take(log.chunk == 4), \
+        log.take(log.chunk == 5)
+
+
+def test_parallel_sampler_is_deterministic_per_seed_and_n_jobs():
+    train, interests, chunk, _ = _generated()
+    models = [MiCRO(random_state=3, n_jobs=2, max_sweeps=12).fit(
+        train, item_interest=interests).partial_fit(chunk) for _ in range(2)]
+    assert state(models[0]) == state(models[1])
+    one = MiCRO(random_state=3, n_jobs=1, max_sweeps=12).fit(
+        train, item_interest=interests).partial_fit(chunk)
+    assert not np.array_equal(one.phi_count_, models[0].phi_count_)
+
+
+def test_parallel_sampler_agrees_with_the_sequential_chain():
+    """Two partitions merged after every sweep (AD-LDA) reach the sequential chain's
+    log-likelihood and next-chunk recall@100 within the spread between seeds."""
+    from sklearn_micro.metrics import ranking_metrics
+
+    train, interests, chunk, nxt = _generated()
+    users, inverse = np.unique(nxt.user, return_inverse=True)
+    relevant = [set(nxt.item[inverse == j].tolist()) for j in range(users.shape[0])]
+    result = {}
+    for n_jobs in (1, 2):
+        ll, recall = [], []
+        for seed in range(4):
+            model = MiCRO(random_state=seed, n_jobs=n_jobs).fit(
+                train, item_interest=interests).partial_fit(chunk)
+            ll.append(model.log_likelihood_[4][-1])
+            recs, _ = model.recommend(users, 100)
+            recall.append(ranking_metrics(recs, relevant, ks=(100,))["recall@100"].mean())
+        result[n_jobs] = np.array(ll), np.array(recall)
+    for j, name in ((0, "log-likelihood"), (1, "recall@100")):
+        seq, par = result[1][j], result[2][j]
+        spread = max(seq.max() - seq.min(), par.max() - par.min(), 1e-3 * abs(seq.mean()))
+        assert abs(seq.mean() - par.mean()) <= 2 * spread, (name, seq, par)
+
+
 # ------------------------------------------------------- the recommender protocol
 
 def _micro_pipeline():
@@ -364,3 +442,25 @@ def _micro_pipeline():
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_recommender_protocol(check):
     check(_micro_pipeline, *make_log())
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.01, 500), st.integers(0, 60)), min_size=1, max_size=50),
+       st.lists(st.integers(0, 60), min_size=1, max_size=50),
+       st.lists(st.integers(0, 3000), min_size=1, max_size=10),
+       st.floats(0.001, 2), st.integers(1, 5000))
+def test_chunk_log_likelihood_equals_the_lgamma_formula(users, entries, interests, beta,
+                                                        n_items):
+    import math
+
+    from sklearn_micro._kernels.sampler import chunk_log_likelihood
+
+    prior = np.array([p for p, _ in users])
+    user_count = np.array([c for _, c in users], np.int32)
+    i_beta = n_items * beta
+    expected = (sum(math.lgamma(p + c) - math.lgamma(p) for p, c in users)
+                + sum(math.lgamma(beta + c) - math.lgamma(beta) for c in entries)
+                - sum(math.lgamma(i_beta + c) - math.lgamma(i_beta) for c in interests))
+    got = chunk_log_likelihood(prior, user_count, np.array(entries, np.int32),
+                               np.array(interests, np.int32), beta, i_beta)
+    assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-6)

@@ -1,55 +1,59 @@
-"""The collapsed Gibbs sampler of one time chunk.
+"""The collapsed Gibbs sampler of one time chunk: numba kernels.
 
-Layout. Engagements are sorted by user. Each user of the chunk has a support (the interests
-its prior allows) stored as a small CSR: ``sup_ptr``, ``sup_k`` (interest), ``sup_prior``
-(alpha plus the counts carried from training and earlier chunks) and ``sup_cnt`` (this
-chunk's counts). Item-interest counts ``N[i,k,t]`` live in one flat array ``cand_cnt`` with an
-entry for each (item, interest) pair that any engager's support allows; ``emap[e_off[e] + j]``
-is the entry of the j-th support interest of engagement ``e``'s user for ``e``'s item. So
-resampling one engagement touches ``|support(u)|`` entries, whatever the number of interests.
+Layout (built by `sklearn_micro._gibbs.build_layout`). Engagements are sorted by user. Each
+user of the chunk has a support (the interests its prior allows) stored as a small CSR:
+``support_ptr``, ``support_interest``, ``support_prior`` (alpha plus the counts carried from
+training and earlier chunks) and ``user_count`` (this chunk's ``N[u, k]``). The
+item-interest counts ``N[i, k, t]`` live in one flat array ``entry_count`` with an entry for
+each (item, interest) pair that any engager's support allows;
+``entry_of[entry_ptr[e] + j]`` is the entry of the j-th support interest of engagement
+``e``'s user for ``e``'s item. So resampling one engagement touches ``|support(u)|``
+entries, whatever the number of interests. An engagement's interest ``z[e]`` is a position
+in its user's support.
 """
 
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 
-@njit(cache=True)
-def seed(value):
-    np.random.seed(value)
+@njit(cache=True, nogil=True)
+def sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
+                    support_interest, support_prior, user_count, entry_count, interest_count,
+                    z, beta, i_beta):
+    """One Gibbs sweep over a partition's engagements; returns how many ``z`` changed.
 
-
-@njit(cache=True)
-def gibbs_sweep(e_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt, cand_cnt,
-                interest_cnt, zpos, beta, i_beta):
-    """One sweep over the chunk's engagements; returns how many assignments changed.
-
-    ``p(z = k) ∝ (sup_prior + sup_cnt) * (beta + N[i,k,t]) / (i_beta + N[k,t])`` with the
-    engagement's own assignment taken out of all three counts.
+    ``p(z = k) ∝ (support_prior + N[u,k]) * (beta + N[i,k,t]) / (i_beta + N[k,t])`` with the
+    engagement's own assignment taken out of all three counts. The random stream is seeded
+    with ``seed`` in the calling thread, so the outcome depends on the arguments alone.
+    ``entry_ptr`` has one more element than ``engagement_user`` and starts at 0;
+    ``entry_of`` indexes ``entry_count``, which may be the partition's own copy. The kernel
+    releases the GIL, so partitions of disjoint users run on threads at once.
     """
-    n = e_user.shape[0]
+    np.random.seed(seed)
+    n = engagement_user.shape[0]
     max_s = 1
-    for u in range(sup_ptr.shape[0] - 1):
-        max_s = max(max_s, sup_ptr[u + 1] - sup_ptr[u])
+    for e in range(n):
+        max_s = max(max_s, entry_ptr[e + 1] - entry_ptr[e])
     cum = np.empty(max_s, np.float64)
     changed = 0
     for e in range(n):
-        u = e_user[e]
-        s0 = sup_ptr[u]
-        s = sup_ptr[u + 1] - s0
+        u = engagement_user[e]
+        s0 = support_ptr[u]
+        s = support_ptr[u + 1] - s0
         if s == 1:
             continue
-        off = e_off[e]
-        old = zpos[e]
-        sup_cnt[s0 + old] -= 1
-        cand_cnt[emap[off + old]] -= 1
-        interest_cnt[sup_k[s0 + old]] -= 1
+        off = entry_ptr[e]
+        old = z[e]
+        user_count[s0 + old] -= 1
+        entry_count[entry_of[off + old]] -= 1
+        interest_count[support_interest[s0 + old]] -= 1
         total = 0.0
         for j in range(s):
-            total += ((sup_prior[s0 + j] + sup_cnt[s0 + j])
-                      * (beta + cand_cnt[emap[off + j]])
-                      / (i_beta + interest_cnt[sup_k[s0 + j]]))
+            total += ((support_prior[s0 + j] + user_count[s0 + j])
+                      * (beta + entry_count[entry_of[off + j]])
+                      / (i_beta + interest_count[support_interest[s0 + j]]))
             cum[j] = total
         r = np.random.random() * total
         lo = 0
@@ -60,77 +64,196 @@ def gibbs_sweep(e_user, e_off, emap, sup_ptr, sup_k, sup_prior, sup_cnt, cand_cn
                 hi = mid
             else:
                 lo = mid + 1
-        sup_cnt[s0 + lo] += 1
-        cand_cnt[emap[off + lo]] += 1
-        interest_cnt[sup_k[s0 + lo]] += 1
+        user_count[s0 + lo] += 1
+        entry_count[entry_of[off + lo]] += 1
+        interest_count[support_interest[s0 + lo]] += 1
         if lo != old:
             changed += 1
-            zpos[e] = lo
+            z[e] = lo
     return changed
 
 
-@njit(cache=True)
-def chunk_log_likelihood(sup_prior, sup_cnt, cand_cnt, interest_cnt, beta, i_beta):
+@njit(cache=True, inline="always")
+def _lgamma_ratio(a, c):
+    """``lgamma(a + c) - lgamma(a)`` for a count ``c >= 0``: one log of a product for small
+    counts, which is most of them, and two lgammas otherwise."""
+    if c > 16:
+        return math.lgamma(a + c) - math.lgamma(a)
+    product = 1.0
+    for j in range(c):
+        product *= a + j
+    return math.log(product)
+
+
+@njit(cache=True, parallel=True)
+def chunk_log_likelihood(support_prior, user_count, entry_count, interest_count, beta,
+                         i_beta):
     """Collapsed log p(z_t, e_t), up to terms that do not depend on z_t."""
     ll = 0.0
-    for j in range(sup_cnt.shape[0]):
-        if sup_cnt[j] > 0:
-            ll += math.lgamma(sup_prior[j] + sup_cnt[j]) - math.lgamma(sup_prior[j])
-    lg_beta = math.lgamma(beta)
-    for c in range(cand_cnt.shape[0]):
-        if cand_cnt[c] > 0:
-            ll += math.lgamma(beta + cand_cnt[c]) - lg_beta
-    lg_ibeta = math.lgamma(i_beta)
-    for k in range(interest_cnt.shape[0]):
-        if interest_cnt[k] > 0:
-            ll -= math.lgamma(i_beta + interest_cnt[k]) - lg_ibeta
+    for j in prange(user_count.shape[0]):
+        ll += _lgamma_ratio(support_prior[j], user_count[j])
+    for c in prange(entry_count.shape[0]):
+        ll += _lgamma_ratio(beta, entry_count[c])
+    for k in range(interest_count.shape[0]):
+        ll -= _lgamma_ratio(i_beta, interest_count[k])
     return ll
 
 
 @njit(cache=True)
-def entry_map(e_user, e_item, e_off, sup_ptr, sup_k, n_items, n_interests):
+def entry_map(engagement_user, engagement_item, entry_ptr, support_ptr, support_interest,
+              n_items, n_interests):
     """The (item, interest) entries of a chunk and each engagement's map into them.
 
-    Engagement ``e`` of local item ``e_item[e]`` has one entry per interest of its user's
-    support; ``emap[e_off[e] + j]`` is the entry of its j-th interest. Entries are grouped
-    by item (a counting sort), each (item, interest) pair once, in O(entries + items + K).
-    Returns ``emap``, and each entry's item and interest.
+    Engagement ``e`` of local item ``engagement_item[e]`` has one entry per interest of its
+    user's support; ``entry_of[entry_ptr[e] + j]`` is the entry of its j-th interest.
+    Entries are grouped by item (a counting sort), each (item, interest) pair once, in
+    O(entries + items + K). Returns ``entry_of``, and each entry's item and interest.
     """
-    n = e_user.shape[0]
-    total = e_off[n]
+    n = engagement_user.shape[0]
+    total = entry_ptr[n]
     start = np.zeros(n_items + 1, np.int64)
     for e in range(n):
-        start[e_item[e] + 1] += e_off[e + 1] - e_off[e]
+        start[engagement_item[e] + 1] += entry_ptr[e + 1] - entry_ptr[e]
     for it in range(n_items):
         start[it + 1] += start[it]
     fill = start[:-1].copy()
     by_item = np.empty(total, np.int64)
     for e in range(n):
-        it = e_item[e]
-        for p in range(e_off[e], e_off[e + 1]):
+        it = engagement_item[e]
+        for p in range(entry_ptr[e], entry_ptr[e + 1]):
             by_item[fill[it]] = p
             fill[it] += 1
-    entry_k = np.empty(total, np.int64)
+    entry_k = np.empty(total, np.int32)
     for e in range(n):
-        s0 = sup_ptr[e_user[e]]
-        for j in range(e_off[e + 1] - e_off[e]):
-            entry_k[e_off[e] + j] = sup_k[s0 + j]
+        s0 = support_ptr[engagement_user[e]]
+        for j in range(entry_ptr[e + 1] - entry_ptr[e]):
+            entry_k[entry_ptr[e] + j] = support_interest[s0 + j]
     mark = np.full(n_interests, -1, np.int64)
-    emap = np.empty(total, np.int32)
-    cand_item = np.empty(total, np.int64)
-    cand_k = np.empty(total, np.int64)
-    n_cand = 0
+    entry_of = np.empty(total, np.int32)
+    entry_item = np.empty(total, np.int32)
+    entry_interest = np.empty(total, np.int32)
+    n_entries = 0
     for it in range(n_items):
-        first = n_cand
+        first = n_entries
         for q in range(start[it], start[it + 1]):
             p = by_item[q]
             k = entry_k[p]
             if mark[k] < 0:
-                mark[k] = n_cand
-                cand_item[n_cand] = it
-                cand_k[n_cand] = k
-                n_cand += 1
-            emap[p] = mark[k]
-        for c in range(first, n_cand):
-            mark[cand_k[c]] = -1
-    return emap, cand_item[:n_cand].copy(), cand_k[:n_cand].copy()
+                mark[k] = n_entries
+                entry_item[n_entries] = it
+                entry_interest[n_entries] = k
+                n_entries += 1
+            entry_of[p] = mark[k]
+        for c in range(first, n_entries):
+            mark[entry_interest[c]] = -1
+    return entry_of, entry_item[:n_entries].copy(), entry_interest[:n_entries].copy()
+
+
+@njit(cache=True)
+def count_assignments(engagement_user, entry_ptr, entry_of, support_ptr, support_interest,
+                      z, n_entries, n_interests):
+    """``N[u, k]`` (aligned with the supports), ``N[i, k, t]`` (aligned with the entries)
+    and ``N[k, t]`` of the assignments ``z``, as int32."""
+    user_count = np.zeros(support_interest.shape[0], np.int32)
+    entry_count = np.zeros(n_entries, np.int32)
+    interest_count = np.zeros(n_interests, np.int32)
+    for e in range(engagement_user.shape[0]):
+        s = support_ptr[engagement_user[e]] + z[e]
+        user_count[s] += 1
+        entry_count[entry_of[entry_ptr[e] + z[e]]] += 1
+        interest_count[support_interest[s]] += 1
+    return user_count, entry_count, interest_count
+
+
+@njit(cache=True)
+def localize(entry_of, n_entries):
+    """The sorted distinct entries that ``entry_of`` touches, and ``entry_of`` rewritten as
+    positions among them (a partition's map into its own copy of the counts)."""
+    rank = np.zeros(n_entries, np.int32)
+    for p in range(entry_of.shape[0]):
+        rank[entry_of[p]] = 1
+    n_touched = 0
+    for c in range(n_entries):
+        if rank[c]:
+            rank[c] = n_touched
+            n_touched += 1
+        else:
+            rank[c] = -1
+    entries = np.empty(n_touched, np.int64)
+    for c in range(n_entries):
+        if rank[c] >= 0:
+            entries[rank[c]] = c
+    local = np.empty(entry_of.shape[0], np.int32)
+    for p in range(entry_of.shape[0]):
+        local[p] = rank[entry_of[p]]
+    return entries, local
+
+
+@njit(cache=True)
+def group_order(group, n_groups):
+    """The stable order that sorts ``group`` (values ``0..n_groups-1``): a counting sort."""
+    start = np.zeros(n_groups + 1, np.int64)
+    for g in group:
+        start[g + 1] += 1
+    for g in range(n_groups):
+        start[g + 1] += start[g]
+    order = np.empty(group.shape[0], np.int64)
+    for e in range(group.shape[0]):
+        order[start[group[e]]] = e
+        start[group[e]] += 1
+    return order
+
+
+@njit(cache=True)
+def pair_counts(rows, cols, weights, n_rows, n_cols):
+    """The distinct (row, col) pairs with their summed weights (1 each when ``weights`` is
+    empty), as a CSR ``(indptr, cols, sums)`` with columns sorted within each row.
+
+    A counting sort by row, then a dense accumulator over the columns of one row at a
+    time: O(pairs + n_rows + n_cols) time and 4 bytes per pair of scratch (12 with weights).
+    """
+    n = rows.shape[0]
+    weighted = weights.shape[0] > 0
+    start = np.zeros(n_rows + 1, np.int64)
+    for r in rows:
+        start[r + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    fill = start[:-1].copy()
+    grouped = np.empty(n, np.int32)
+    grouped_w = np.empty(n if weighted else 0, np.float64)
+    for e in range(n):
+        p = fill[rows[e]]
+        grouped[p] = cols[e]
+        if weighted:
+            grouped_w[p] = weights[e]
+        fill[rows[e]] += 1
+    seen = np.zeros(n_cols, np.bool_)
+    indptr = np.zeros(n_rows + 1, np.int64)
+    for r in range(n_rows):
+        d = 0
+        for p in range(start[r], start[r + 1]):
+            if not seen[grouped[p]]:
+                seen[grouped[p]] = True
+                d += 1
+        for p in range(start[r], start[r + 1]):
+            seen[grouped[p]] = False
+        indptr[r + 1] = indptr[r] + d
+    out_col = np.empty(indptr[n_rows], np.int32)
+    out_sum = np.empty(indptr[n_rows], np.float64)
+    acc = np.zeros(n_cols, np.float64)
+    for r in range(n_rows):
+        m = indptr[r]
+        for p in range(start[r], start[r + 1]):
+            c = grouped[p]
+            if not seen[c]:
+                seen[c] = True
+                out_col[m] = c
+                m += 1
+            acc[c] += grouped_w[p] if weighted else 1.0
+        out_col[indptr[r]:m].sort()
+        for q in range(indptr[r], m):
+            out_sum[q] = acc[out_col[q]]
+            acc[out_col[q]] = 0.0
+            seen[out_col[q]] = False
+    return indptr, out_col, out_sum

@@ -544,14 +544,45 @@ def iter_engagements(
     Memory holds the users (their degrees and sparse interests), the items alive and one
     chunk's engagements, so it does not grow with `n_chunks`: the paper's scale (6.7M users,
     13M items, 283M engagements in 192 chunks) streams through. With the same parameters,
-    the chunks concatenated are `make_engagements`' log. Parameters are those of
-    `make_engagements`.
+    the chunks concatenated are `make_engagements`' log.
 
-    Yields
-    ------
-    log : EngagementLog
-        One chunk's engagements, sorted by user; chunks come in order, and a chunk without
-        engagements is left out.
+    Parameters
+    ----------
+    n_users : int
+        Users, with ids ``0..n_users-1``.
+    n_items : int
+        Items, with ids ``0..n_items-1`` in order of birth.
+    n_chunks : int
+        Time chunks ``0..n_chunks-1``.
+    n_interests : int
+        Interests K.
+    interests_per_user : (int, int) or float
+        The size of a user's support, as for `make_engagements`.
+    item_lifetime : float
+        The mean number of chunks an item lives (at least 1).
+    alpha : float
+        The concentration of ``theta_u ~ Dir(alpha)`` on the user's support.
+    beta : float
+        The concentration of ``phi[k, t]``.
+    user_degree : (int, int)
+        The smallest and largest number of engagements of a user.
+    n_engagements : int or None
+        The expected number of engagements.
+    min_item_degree : int
+        The least number of engagements of an item.
+    random_state : int, RandomState instance, Generator or None
+        Seeds the draws; an int gives the same log every time.
+
+    Returns
+    -------
+    chunks : iterator of EngagementLog
+        One chunk's engagements at a time, sorted by user; chunks come in order, and a chunk
+        without engagements is left out. The parameters are checked at once, the chunks
+        drawn as the iterator is consumed.
+
+    See Also
+    --------
+    make_engagements : The whole log at once, and what was planted.
 
     Examples
     --------

@@ -225,21 +225,45 @@ def iter_log_chunks(
 ) -> Iterator[tuple[int, EngagementLog]]:
     """Read an engagement log sorted by chunk, one chunk at a time.
 
-    Memory holds one chunk and one batch. The parameters are those of `read_log`; with
-    `time` and no `origin`, chunk 0 starts at the first row's time.
+    Memory holds one chunk and one batch. With `time` and no `origin`, chunk 0 starts at the
+    first row's time.
 
-    Yields
-    ------
-    chunk : int
-        The chunk, in increasing order.
-    log : EngagementLog or pandas.DataFrame
-        That chunk's engagements, in file order.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A CSV or Parquet file sorted by chunk (or time), as `read_log` reads.
+    user, item : str
+        The columns holding user and item ids (integers).
+    chunk : str or None
+        The column holding ordinal time chunks; by default ``"chunk"``.
+    time : str or None
+        Instead of `chunk`: a column of unix times in seconds.
+    chunk_length : float or None
+        The length of a chunk in seconds; required with `time`.
+    origin : int or None
+        The unix time where chunk 0 starts; by default the first row's time.
+    sep : str
+        The field separator of a CSV file.
+    as_frame : bool
+        Hand out pandas DataFrames instead of `EngagementLog` objects.
+    batch_rows : int
+        About how many rows are read and converted at a time.
+
+    Returns
+    -------
+    chunks : iterator of (int, EngagementLog or pandas.DataFrame)
+        Each chunk, in increasing order, with its engagements in file order. The file is
+        read as the iterator is consumed; the arguments are checked at once.
 
     Raises
     ------
     ValueError
         If the file goes back to an earlier chunk (the message names the line), and as
         `read_log` does.
+
+    See Also
+    --------
+    read_log : The whole log at once, in any order.
 
     Examples
     --------
@@ -326,6 +350,11 @@ def read_twitter_fave(
     log : EngagementLog or pandas.DataFrame
         ``user`` is ``user_index``, ``item`` is ``tweet_index``, ``chunk`` is ``time_chunk``.
 
+    See Also
+    --------
+    read_twitter_follow : The paper's other file.
+    read_log : Any log file with user, item and chunk columns.
+
     Examples
     --------
     >>> import os, tempfile
@@ -361,6 +390,11 @@ def read_twitter_follow(
     -------
     log : EngagementLog or pandas.DataFrame
         ``user`` is ``user_index``, ``item`` is ``author_index``, ``chunk`` is ``time_chunk``.
+
+    See Also
+    --------
+    read_twitter_fave : The paper's other file.
+    read_log : Any log file with user, item and chunk columns.
 
     Examples
     --------

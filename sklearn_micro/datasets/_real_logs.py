@@ -38,6 +38,12 @@ def data_home() -> Path | None:
     Returns
     -------
     folder : pathlib.Path or None
+        The first of those folders that exists, resolved; None if none does.
+
+    See Also
+    --------
+    load_higgs : The Higgs Twitter activity log of this folder.
+    load_movielens : The MovieLens ratings of this folder.
 
     Examples
     --------
@@ -129,6 +135,13 @@ def load_higgs(
     ------
     FileNotFoundError
         If there is no file, saying where it was looked for.
+    ValueError
+        If the file holds no rows, or a row that is not ``user user seconds kind``.
+
+    See Also
+    --------
+    data_home : Where the file is looked for.
+    load_movielens : The other real log of the data folder.
 
     Examples
     --------
@@ -190,6 +203,13 @@ def load_movielens(
     ------
     FileNotFoundError
         If there is no file, saying where it was looked for.
+    ValueError
+        If the file holds no rows, or a row without integer ids and times.
+
+    See Also
+    --------
+    data_home : Where the file is looked for.
+    load_higgs : The other real log of the data folder.
 
     Examples
     --------

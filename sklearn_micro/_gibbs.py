@@ -1,0 +1,270 @@
+"""The collapsed Gibbs sampler of one time chunk, as functions over arrays.
+
+`MiCRO.partial_fit` reads as three steps, each a function here:
+
+1. `build_layout`: the chunk's engagements, their users' supports and the (item, interest)
+   entries they may touch, in one `ChunkLayout`, with the counts `ChainCounts` of the
+   current assignments;
+2. `run_chain`: Gibbs sweeps until the chain has converged. The chunk's users are split
+   into partitions (`partition_layout`); each sweep samples every partition against its
+   own copy of the (item, interest) counts it touches (`sample_partition`), on threads,
+   and merges the partitions' count deltas after the sweep (AD-LDA, Newman et al. 2009);
+3. committing the counts into the model, which `MiCRO` does.
+
+The random stream of a partition's sweep is seeded by (chunk seed, pass, sweep, partition),
+so a chain is deterministic for a given ``random_state`` and number of partitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from joblib import Parallel, delayed
+
+from ._kernels import sampler
+
+__all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "partition_layout",
+           "run_chain", "sample_partition"]
+
+# the chain has converged when the mean log-likelihood of the last WINDOW sweeps improves on
+# the WINDOW sweeps before by less than tol, relative to its magnitude
+WINDOW = 3
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkLayout:
+    """A chunk's engagements laid out for the sampler, engagements sorted by user.
+
+    Attributes
+    ----------
+    engagement_user : ndarray of int32, shape (n_engagements,)
+        Each engagement's user, as a row of the supports.
+    engagement_item : ndarray of int32, shape (n_engagements,)
+        Each engagement's item, as a position among the chunk's ``I_t`` items.
+    support_ptr : ndarray of int64, shape (n_users + 1,)
+        The users' supports as a CSR: user ``u``'s interests are
+        ``support_interest[support_ptr[u]:support_ptr[u + 1]]``.
+    support_interest : ndarray of int32
+    support_prior : ndarray of float64
+        ``alpha + N[u, k]`` carried from training and earlier chunks, per support entry.
+    entry_ptr, entry_of : ndarray
+        ``entry_of[entry_ptr[e] + j]`` is the (item, interest) entry of engagement ``e``'s
+        item and the j-th interest of its user's support.
+    entry_item, entry_interest : ndarray of int32, shape (n_entries,)
+        The item and the interest of each entry; entries are grouped by item.
+    n_interests : int
+        K.
+    n_items : int
+        ``I_t``, the distinct items of the chunk (including any whose engagements cannot be
+        assigned).
+    """
+
+    engagement_user: np.ndarray
+    engagement_item: np.ndarray
+    support_ptr: np.ndarray
+    support_interest: np.ndarray
+    support_prior: np.ndarray
+    entry_ptr: np.ndarray
+    entry_of: np.ndarray
+    entry_item: np.ndarray
+    entry_interest: np.ndarray
+    n_interests: int
+    n_items: int
+
+    @property
+    def n_engagements(self) -> int:
+        return self.engagement_user.shape[0]
+
+    @property
+    def n_entries(self) -> int:
+        return self.entry_item.shape[0]
+
+
+@dataclass(eq=False)
+class ChainCounts:
+    """The counts of a chain's assignments: ``N[u, k]`` of the chunk aligned with the
+    supports, ``N[i, k, t]`` aligned with the entries and ``N[k, t]``, all int32."""
+
+    user_count: np.ndarray
+    entry_count: np.ndarray
+    interest_count: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """A contiguous range of a layout's users and what their sampling touches.
+
+    The arrays are rebased to the partition: ``engagement_user`` counts from its first user,
+    ``entry_ptr`` from its first engagement, ``support_ptr`` from its first support entry,
+    and ``entry_of`` indexes ``entries``, the layout's entries that the partition touches.
+    """
+
+    engagements: slice
+    supports: slice
+    engagement_user: np.ndarray
+    entry_ptr: np.ndarray
+    entry_of: np.ndarray
+    support_ptr: np.ndarray
+    entries: np.ndarray
+
+
+def build_layout(engagement_user, engagement_item, support_ptr, support_interest,
+                 support_prior, z, *, n_interests: int, n_items: int):
+    """The `ChunkLayout` of engagements sorted by user, and the counts of ``z``.
+
+    Parameters
+    ----------
+    engagement_user, engagement_item : ndarray
+        Each engagement's user (row of the supports; sorted) and item (``0..n_items-1``).
+    support_ptr, support_interest, support_prior : ndarray
+        The users' supports (CSR), every user with at least one interest.
+    z : ndarray of int32
+        Each engagement's interest, as a position in its user's support.
+    n_interests, n_items : int
+
+    Returns
+    -------
+    layout : ChunkLayout
+    counts : ChainCounts
+    """
+    engagement_user = np.asarray(engagement_user, np.int32)
+    engagement_item = np.asarray(engagement_item, np.int32)
+    support_ptr = np.asarray(support_ptr, np.int64)
+    support_interest = np.asarray(support_interest, np.int32)
+    size = support_ptr[engagement_user + 1] - support_ptr[engagement_user]
+    entry_ptr = np.zeros(engagement_user.shape[0] + 1, np.int64)
+    np.cumsum(size, out=entry_ptr[1:])
+    entry_of, entry_item, entry_interest = sampler.entry_map(
+        engagement_user, engagement_item, entry_ptr, support_ptr, support_interest,
+        n_items, n_interests)
+    layout = ChunkLayout(engagement_user, engagement_item, support_ptr, support_interest,
+                         np.asarray(support_prior, np.float64), entry_ptr, entry_of,
+                         entry_item, entry_interest, int(n_interests), int(n_items))
+    return layout, ChainCounts(*sampler.count_assignments(
+        engagement_user, entry_ptr, entry_of, support_ptr, support_interest, z,
+        layout.n_entries, n_interests))
+
+
+def partition_layout(layout: ChunkLayout, n_partitions: int) -> list[Partition]:
+    """Split the layout's users into up to ``n_partitions`` contiguous ranges of about equal
+    sampling work (support entries visited per sweep)."""
+    n = layout.n_engagements
+    n_users = layout.support_ptr.shape[0] - 1
+    if n_partitions <= 1 or n == 0:
+        return [Partition(slice(0, n), slice(0, int(layout.support_ptr[-1])),
+                          layout.engagement_user, layout.entry_ptr, layout.entry_of,
+                          layout.support_ptr, np.arange(layout.n_entries))]
+    # cut at users: the first engagement of the user where the cumulative work passes j/n
+    work = layout.entry_ptr
+    targets = work[-1] * np.arange(1, n_partitions) / n_partitions
+    cuts = np.searchsorted(work[:-1], targets)
+    first_of_user = np.searchsorted(layout.engagement_user, np.arange(n_users + 1))
+    user_cuts = np.unique(np.concatenate([
+        [0], layout.engagement_user[np.minimum(cuts, n - 1)], [n_users]]))
+    parts = []
+    for u_lo, u_hi in zip(user_cuts[:-1], user_cuts[1:], strict=True):
+        e_lo, e_hi = int(first_of_user[u_lo]), int(first_of_user[u_hi])
+        s_lo, s_hi = int(layout.support_ptr[u_lo]), int(layout.support_ptr[u_hi])
+        p_lo, p_hi = int(layout.entry_ptr[e_lo]), int(layout.entry_ptr[e_hi])
+        entries, entry_of = sampler.localize(layout.entry_of[p_lo:p_hi], layout.n_entries)
+        parts.append(Partition(
+            slice(e_lo, e_hi), slice(s_lo, s_hi),
+            layout.engagement_user[e_lo:e_hi] - np.int32(u_lo),
+            layout.entry_ptr[e_lo:e_hi + 1] - p_lo, entry_of,
+            layout.support_ptr[u_lo:u_hi + 1] - s_lo, entries))
+    return parts
+
+
+def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
+                     support_interest, support_prior, user_count, z, entry_count,
+                     interest_count, beta, i_beta):
+    """One sweep of one partition against its own copy of the counts it touches.
+
+    The arguments are the partition's arrays (see `Partition`) and the counts at the
+    start of the sweep: its users' ``user_count`` and ``z``, ``entry_count`` of its
+    ``entries`` and the whole ``interest_count``. None of them is modified.
+
+    Returns
+    -------
+    z, user_count : ndarray
+        The partition's new assignments and user counts.
+    entry_delta, interest_delta : ndarray
+        What the sweep added to ``entry_count`` and ``interest_count``.
+    changed : int
+        How many assignments changed.
+    """
+    z = z.copy()
+    user_count = user_count.copy()
+    entries = entry_count.copy()
+    interests = interest_count.copy()
+    changed = sampler.sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
+                                      support_interest, support_prior, user_count, entries,
+                                      interests, z, beta, i_beta)
+    return z, user_count, entries - entry_count, interests - interest_count, changed
+
+
+def sweep_seed(chunk_seed: int, pass_: int, sweep: int, partition: int) -> int:
+    """The seed of one partition's sweep: a function of its coordinates alone."""
+    return int(np.random.SeedSequence([chunk_seed, pass_, sweep, partition])
+               .generate_state(1)[0])
+
+
+def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: float,
+              max_sweeps: int, tol: float, chunk_seed: int, pass_: int = 0,
+              n_jobs: int = 1) -> list[float]:
+    """Gibbs sweeps until converged or ``max_sweeps``; ``counts`` and ``z`` are updated in
+    place. Returns the log-likelihood after each sweep.
+
+    With one partition the sweep runs in place; with more, each partition samples against
+    its own copy of the counts on a thread (or a joblib backend's worker), and the deltas
+    are merged after the sweep.
+    """
+    i_beta = layout.n_items * beta
+    partitions = partition_layout(layout, n_jobs)
+    trace: list[float] = []
+    with Parallel(n_jobs=len(partitions), prefer="threads") as parallel:
+        for sweep in range(max_sweeps):
+            seeds = [sweep_seed(chunk_seed, pass_, sweep, p) for p in range(len(partitions))]
+            if len(partitions) == 1:
+                sampler.sweep_partition(
+                    seeds[0], layout.engagement_user, layout.entry_ptr, layout.entry_of,
+                    layout.support_ptr, layout.support_interest, layout.support_prior,
+                    counts.user_count, counts.entry_count, counts.interest_count, z, beta,
+                    i_beta)
+            else:
+                _merge(partitions, counts, z, parallel(
+                    delayed(sample_partition)(
+                        seed, part.engagement_user, part.entry_ptr, part.entry_of,
+                        part.support_ptr, layout.support_interest[part.supports],
+                        layout.support_prior[part.supports],
+                        counts.user_count[part.supports], z[part.engagements],
+                        counts.entry_count[part.entries], counts.interest_count, beta, i_beta)
+                    for seed, part in zip(seeds, partitions, strict=True)))
+            trace.append(sampler.chunk_log_likelihood(
+                layout.support_prior, counts.user_count, counts.entry_count,
+                counts.interest_count, beta, i_beta))
+            if _converged(trace, tol):
+                break
+    return trace
+
+
+def _merge(partitions, counts: ChainCounts, z: np.ndarray, results) -> None:
+    """Fold each partition's sweep into the chain: its users' assignments and counts, and
+    its deltas of the shared (item, interest) and interest counts."""
+    for part, (z_p, user_p, entry_delta, interest_delta, _) in zip(
+            partitions, results, strict=True):
+        z[part.engagements] = z_p
+        counts.user_count[part.supports] = user_p
+        counts.entry_count[part.entries] += entry_delta
+        counts.interest_count += interest_delta
+
+
+def _converged(trace: list[float], tol: float) -> bool:
+    """Whether the mean log-likelihood of the last WINDOW sweeps improves on the WINDOW
+    before by less than ``tol`` relative to its magnitude (``tol=0``: never)."""
+    if tol <= 0 or len(trace) < 2 * WINDOW:
+        return False
+    recent = np.mean(trace[-WINDOW:])
+    before = np.mean(trace[-2 * WINDOW:-WINDOW])
+    return bool(recent - before < tol * abs(recent))
