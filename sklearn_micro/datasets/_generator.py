@@ -266,9 +266,10 @@ def _generate(
             target = int(np.ceil(n_items * (served + who.shape[0]) / total)) - born
             target = min(max(target, 0), n_items - born)
         births = np.zeros(n_interests, np.int64)
-        needy = np.flatnonzero((demand > 0) & (n_alive == 0) & (caps > 0))
-        needy = needy[np.argsort(-demand[needy], kind="stable")][: n_items - born]
-        births[needy] = 1
+        # interests with engagements but no live item get one first, the most engaged first
+        unserved = np.flatnonzero((demand > 0) & (n_alive == 0) & (caps > 0))
+        unserved = unserved[np.argsort(-demand[unserved], kind="stable")][: n_items - born]
+        births[unserved] = 1
         births += _capped_shares(max(target - int(births.sum()), 0), demand, caps - births)
         n_born = int(births.sum())
         if last and born + n_born < n_items:
