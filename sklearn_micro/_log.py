@@ -20,6 +20,7 @@ __all__ = [
     "EmbeddedLog",
     "EngagementLog",
     "Vocabulary",
+    "as_ids",
     "check_log",
     "distinct",
     "iter_chunks",
@@ -173,12 +174,46 @@ class EmbeddedLog:
         return replace(self, item_interest=np.asarray(item_interest, dtype=np.int64))
 
 
+def as_ids(values, *, name: str) -> np.ndarray:
+    """Ids a caller gives (a list, tuple, Series or array) as an array of one kind.
+
+    numpy turns ``[1, "a"]`` into the strings ``["1", "a"]``; here a number beside strings is
+    refused, as it is in a log.
+    """
+    if isinstance(values, np.ndarray):
+        return values
+    if isinstance(values, (set, frozenset, dict)) or (
+            hasattr(values, "__next__") and not hasattr(values, "__len__")):
+        raise TypeError(
+            f"{name} must be a list, tuple, Series or array of ids; got "
+            f"{type(values).__name__}, which has no order."
+            if isinstance(values, (set, frozenset, dict)) else
+            f"{name} must be a list, tuple, Series or array of ids; got "
+            f"{type(values).__name__}."
+        )
+    arr = np.asarray(values)
+    if arr.dtype.kind in "US" and arr.size:
+        given = np.asarray(values, dtype=object).ravel()
+        bad = [j for j, v in enumerate(given) if not isinstance(v, (str, np.str_))]
+        if bad:
+            j = bad[0]
+            raise ValueError(
+                f"{name} must hold ids of one kind, int64 or str; position {j} holds "
+                f"{given[j]!r} ({type(given[j]).__name__}) beside string ids."
+            )
+    return arr
+
+
 def _id_column(values, name: str, *, input_name: str) -> np.ndarray:
     """External ids as int64 or str, refusing NaN, floats and mixed kinds."""
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
         if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
-            raise ValueError(f"{input_name}: column {name!r} has ids beyond the int64 range.")
+            row = int(np.argmax(arr > np.iinfo(np.int64).max))
+            raise ValueError(
+                f"{input_name}: column {name!r} must hold int64 ids; row {row} holds "
+                f"{arr[row]}, beyond the int64 range."
+            )
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind == "U":
         return arr
@@ -220,13 +255,19 @@ def _frame_ids(column, name: str, *, input_name: str) -> np.ndarray:
 def _chunk_column(values, *, input_name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            row = int(np.argmax(arr > np.iinfo(np.int64).max))
+            raise ValueError(
+                f"{input_name}: column 'chunk' must hold int64 chunks; row {row} holds "
+                f"{arr[row]}, beyond the int64 range."
+            )
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind == "f":
         bad = np.flatnonzero(~np.isfinite(arr) | (arr != np.round(arr)))
         if bad.size:
             raise ValueError(
                 f"{input_name}: column 'chunk' must hold integer chunks; row {bad[0]} holds "
-                f"{arr[bad[0]]!r}."
+                f"{arr[bad[0]].item()!r}."
             )
     raise ValueError(
         f"{input_name}: column 'chunk' must have an integer dtype, got {arr.dtype}."
@@ -284,6 +325,12 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
                 f"{input_name} must have columns {list(COLUMNS)}; missing {missing}, "
                 f"got {list(X.columns)}."
             )
+        repeated = [c for c in COLUMNS if list(X.columns).count(c) > 1]
+        if repeated:
+            raise ValueError(
+                f"{input_name} must have one column of each of {list(COLUMNS)}; {repeated} "
+                f"appear more than once in {list(X.columns)}."
+            )
         log = EngagementLog(
             _frame_ids(X["user"], "user", input_name=input_name),
             _frame_ids(X["item"], "item", input_name=input_name),
@@ -295,7 +342,17 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
                 f"{input_name} must be a DataFrame with columns {list(COLUMNS)} or an integer "
                 f"array of shape (n, 3); got {type(X).__name__}."
             )
+        if hasattr(X, "tocsr") or hasattr(X, "todense"):
+            raise TypeError(
+                f"{input_name} is a sparse {type(X).__name__}; an engagement log is dense: a "
+                f"DataFrame with columns {list(COLUMNS)} or an integer array of shape (n, 3)."
+            )
         arr = np.asarray(X)
+        if arr.dtype.kind == "c":
+            raise ValueError(
+                f"Complex data not supported: {input_name} must be an integer array of shape "
+                f"(n, 3); got dtype {arr.dtype}."
+            )
         if arr.ndim != 2 or arr.shape[1] != 3:
             raise ValueError(
                 f"{input_name} must be an integer array of shape (n, 3) with columns "
@@ -309,6 +366,12 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
             raise ValueError(
                 f"{input_name} must be an integer array of shape (n, 3); got dtype "
                 f"{arr.dtype}{detail}."
+            )
+        if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+            row, col = np.argwhere(arr > np.iinfo(np.int64).max)[0]
+            raise ValueError(
+                f"{input_name} must hold int64 values; row {row}, column {COLUMNS[col]!r} "
+                f"holds {arr[row, col]}, beyond the int64 range."
             )
         arr = arr.astype(np.int64, copy=False)
         log = EngagementLog(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy())
@@ -445,10 +508,10 @@ class Vocabulary:
         index : ndarray of int64, shape of ``values``
             The internal index of each id; -1 where an id is unknown.
         """
-        values = np.asarray(values)
-        if values.dtype.kind in "iu":
+        values = as_ids(values, name=name)
+        if values.dtype.kind == "i":
             values = values.astype(np.int64, copy=False)
-        elif values.dtype.kind not in "U":
+        elif values.dtype.kind != "U":
             values = _id_column(values.ravel(), name, input_name=name).reshape(values.shape)
         self._check_kind(values, name)
         if len(self) == 0:

@@ -4,7 +4,10 @@ Every recommender is a scikit-learn estimator with three verbs:
 
 - ``fit(X)``: learn from a training engagement log (or the `EmbeddedLog` a `GraphEmbedder`
   hands on in a Pipeline);
-- ``partial_fit(X)``: take the engagements of one or more new time chunks, in order;
+- ``partial_fit(X)``: take the engagements of one or more new time chunks, in order. Every
+  chunk must be newer than the latest chunk taken so far (a chunk equal to it is refused
+  too), on a fitted recommender (an unfitted one raises ``NotFittedError``); a call that
+  fails leaves the recommender as it was;
 - ``recommend(users, m)``: for each user, the ``m`` best items for the latest chunk, best
   first, as ``(items, scores)`` arrays of shape (n_users, m) in external ids.
 
@@ -22,9 +25,14 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ._kernels import csr
-from ._log import distinct
+from ._log import as_ids, distinct
+from .persistence import unversioned_state, versioned_state
 
-__all__ = ["RecommenderMixin", "SeenItems", "csr_rows", "ranges_csr"]
+__all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "ranges_csr",
+           "unique_pairs"]
+
+# m may exceed the number of items known (the rows are padded) up to this many slots
+MAX_PADDED_M = 10_000
 
 
 def ranges_csr(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -96,8 +104,16 @@ class RecommenderMixin:
     """Mixin giving a fitted recommender its public ``recommend`` verb.
 
     ``recommend`` maps external user ids to internal ones, calls the subclass's
-    ``_recommend`` and maps the answer back to external item ids.
+    ``_recommend`` and maps the answer back to external item ids. The pickled state carries
+    the version of sklearn-micro that saved it, checked on loading (see
+    `sklearn_micro.persistence`).
     """
+
+    def __getstate__(self):
+        return versioned_state(super().__getstate__())
+
+    def __setstate__(self, state):
+        super().__setstate__(unversioned_state(state, type(self).__name__))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -114,7 +130,8 @@ class RecommenderMixin:
             External user ids. Users never seen in any log get the documented answer for
             unseen users of each recommender.
         m : int, default=100
-            Number of items per user.
+            Number of items per user: at least 1, and at most the number of items known
+            or 10,000, whichever is larger (beyond the items known a row is padding).
         exclude_seen : bool, default=False
             Leave out items the user has already engaged with (in any log given to ``fit``
             or ``partial_fit``).
@@ -126,11 +143,28 @@ class RecommenderMixin:
             fewer than ``m`` items can be ranked.
         scores : ndarray of shape (n_users, m)
             The score of each item; -inf where padded.
+
+        Raises
+        ------
+        NotFittedError
+            Before ``fit``.
+        ValueError
+            If ``m`` is out of range, ``users`` is not 1-D, or holds ids of another kind
+            than those seen in ``fit`` (or of mixed kinds).
         """
         check_is_fitted(self, "item_ids_")
         if not isinstance(m, Integral) or isinstance(m, bool) or m < 1:
             raise ValueError(f"m must be an integer >= 1; got {m!r}.")
-        users = np.asarray(users)
+        limit = max(len(self.item_ids_), MAX_PADDED_M)
+        if m > limit:
+            raise ValueError(
+                f"m must be at most {limit}, the larger of the {len(self.item_ids_)} items "
+                f"known and {MAX_PADDED_M} (slots beyond the items known only hold padding); "
+                f"got {m!r}."
+            )
+        if not isinstance(exclude_seen, (bool, np.bool_)):
+            raise TypeError(f"exclude_seen must be True or False; got {exclude_seen!r}.")
+        users = as_ids(users, name="users")
         if users.ndim == 0:
             users = users.reshape(1)
         if users.ndim != 1:
@@ -158,14 +192,26 @@ class RecommenderMixin:
 
 
 def unique_pairs(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``(row, col)`` pairs of non-negative integers, sorted by row then col."""
+    """The distinct ``(row, col)`` pairs of integers, sorted by row then col.
+
+    The one place the package sorts and de-duplicates pairs. Pairs whose ranges make a
+    single int64 key (``(row - min) * n_cols + (col - min)``) are sorted as that key; others
+    (ids spread over the whole int64 range) by a lexsort.
+    """
     rows = np.asarray(rows, np.int64)
     cols = np.asarray(cols, np.int64)
     if rows.size == 0:
         return rows, cols
-    n_cols = int(cols.max()) + 1
-    key = distinct(rows * n_cols + cols)
-    return key // n_cols, key % n_cols
+    row_lo, col_lo = int(rows.min()), int(cols.min())
+    n_cols = int(cols.max()) - col_lo + 1
+    if (int(rows.max()) - row_lo + 1) * n_cols < 2**62:
+        key = distinct((rows - row_lo) * n_cols + (cols - col_lo))
+        return key // n_cols + row_lo, key % n_cols + col_lo
+    order = np.lexsort((cols, rows))
+    rows, cols = rows[order], cols[order]
+    keep = np.ones(rows.shape[0], bool)
+    keep[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    return rows[keep], cols[keep]
 
 
 def append_to_rows(indptr: np.ndarray, columns, rows: np.ndarray, values):

@@ -22,11 +22,12 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from ._kernels.ranking import top_m_dense, top_m_sparse
 from ._kernels.topm import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, check_log, iter_chunks
-from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr
+from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
 
 __all__ = [
     "ALSRecommender",
@@ -40,15 +41,6 @@ _EXACT_MAX_ITEMS = 20_000
 # scores held at once by the exact blocked search
 _BLOCK_SCORES = 1 << 21
 _ITEM_BLOCK = 8192
-
-
-def _pairs_by_key(keys: np.ndarray, values: np.ndarray):
-    """Sort ``(keys, values)`` pairs by key then value and drop repeated pairs."""
-    order = np.lexsort((values, keys))
-    keys, values = keys[order], values[order]
-    keep = np.ones(keys.shape[0], bool)
-    keep[1:] = (keys[1:] != keys[:-1]) | (values[1:] != values[:-1])
-    return keys[keep], values[keep]
 
 
 def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
@@ -181,8 +173,9 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
 
         Chunks are taken in increasing order, as successive calls would; the latest of them
         becomes the chunk that ``recommend`` answers for. A chunk older than the latest one
-        already seen is refused, and a refused call leaves the recommender as it was. On an
-        unfitted recommender this is ``fit``.
+        already seen, or equal to it, is refused, and a call that fails leaves the
+        recommender as it was. An unfitted recommender raises ``NotFittedError``, as every
+        recommender of the package does: call ``fit`` on the training log first.
 
         Parameters
         ----------
@@ -197,14 +190,15 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
         self : object
             The updated recommender.
         """
-        if not hasattr(self, "item_ids_"):
-            return self._fit(X)
+        check_is_fitted(self, "item_ids_", msg=(
+            f"{type(self).__name__}.partial_fit needs a fitted recommender: call fit on the "
+            "training log (or the Pipeline) first."))
         log = check_log(X)
         oldest = int(log.chunk.min())
-        if oldest < self.latest_chunk_:
+        if oldest <= self.latest_chunk_:
             raise ValueError(
-                f"X holds chunk {oldest}, older than the latest chunk {self.latest_chunk_} "
-                "already taken; partial_fit needs chunks in increasing order."
+                f"partial_fit takes chunks newer than the latest chunk {self.latest_chunk_}; "
+                f"X holds chunk {oldest}."
             )
         user_ids, user = self.user_ids_.extend(log.user, name="X user ids")
         item_ids, item = self.item_ids_.extend(log.item, name="X item ids")
@@ -245,8 +239,14 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
             item_rank_=rank,
         )
         self._derive(state)
-        for name, value in state.items():
-            setattr(self, name, value)
+        snapshot = self.__dict__.copy()
+        try:
+            for name, value in state.items():
+                setattr(self, name, value)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            raise
 
     # -- recommend ---------------------------------------------------------------------------
 
@@ -550,7 +550,7 @@ class ANNRecommender(_WindowRecommender):
 
     def _derive(self, state):
         vectors = state["user_vectors_"]
-        item, user = _pairs_by_key(state["window_item_"], state["window_user_"])
+        item, user = unique_pairs(state["window_item_"], state["window_user_"])
         users = np.unique(user)
         with_vector = users[_nonzero_rows(vectors, users)]
         has_vector = np.isin(user, with_vector, assume_unique=False)

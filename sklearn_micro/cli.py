@@ -82,12 +82,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _header(path: Path) -> list[str]:
-    from .datasets import _csv_names, _import_pyarrow, _source
+    from .datasets import _column_names, _source
 
-    src = _source(path)
-    if src.kind == "parquet":
-        return list(_import_pyarrow().parquet.read_schema(path).names)
-    return _csv_names(src)
+    return _column_names(_source(path))
 
 
 def _load(args):
@@ -122,15 +119,39 @@ def _load(args):
 
 def reproduce(args) -> int:
     from ._log import distinct
-    from .experiment import plot_per_chunk, results_table, run_experiment, split_chunks
+    from .experiment import METHODS, plot_per_chunk, results_table, run_experiment, split_chunks
 
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    unknown = [b for b in baselines if b not in METHODS[1:]]
+    if unknown:
+        raise CommandError(f"--baselines must be among {', '.join(METHODS[1:])}; got "
+                           f"{', '.join(unknown)}")
+    if args.data is None:
+        given = [flag for flag, value, default in (
+            ("--user", args.user, "user"), ("--item", args.item, "item"),
+            ("--chunk", args.chunk, None), ("--time", args.time, None),
+            ("--chunk-length", args.chunk_length, None)) if value != default]
+        if given:
+            raise CommandError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} "
+                               "to --data only; the generated log has no columns to choose")
     for value, flag in ((args.k, "--k"), (args.m, "-m"), (args.dim, "--dim")):
         if value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
+    if args.chunk_length is not None and not 0 < args.chunk_length < float("inf"):
+        raise CommandError(f"--chunk-length must be a positive number of seconds; got "
+                           f"{args.chunk_length:g}")
     started = time.perf_counter()
     log, source = _load(args)
+    if len(log) == 0:
+        raise CommandError(f"{source} holds no engagements")
+    if log.chunk.min() == log.chunk.max():
+        raise CommandError(f"{source} holds one chunk ({log.chunk.min()}); the experiment "
+                           "needs at least two: it trains on the first and tests on the next")
     train, test = split_chunks(log, args.train_chunks)
+    n_train_items = len(distinct(train.item))
+    if args.k > n_train_items:
+        raise CommandError(f"--k must be at most the {n_train_items:,} distinct items of the "
+                           f"training chunks; got {args.k:,}")
     print(f"data: {source}")
     print(f"{len(log):,} engagements, {len(distinct(log.user)):,} users, "
           f"{len(distinct(log.item)):,} items, chunks {log.chunk.min()}..{log.chunk.max()}; "
@@ -168,7 +189,7 @@ def main(argv=None) -> int:
         return reproduce(args)
     except CommandError as exc:
         print(f"sklearn-micro: error: {exc}", file=sys.stderr)
-    except (FileNotFoundError, ValueError, ImportError, TypeError) as exc:
+    except (OSError, ValueError, ImportError) as exc:
         print(f"sklearn-micro: error: {exc}", file=sys.stderr)
     return 2
 

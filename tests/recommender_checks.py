@@ -24,9 +24,10 @@ from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 
 from sklearn_micro._log import EmbeddedLog, Vocabulary, check_log
+from sklearn_micro.base import SeenItems
 from sklearn_micro.model_selection import _final_recommender, _partial_fit
 
-__all__ = ["CHECKS", "FixedEmbedder", "check_recommender", "make_log"]
+__all__ = ["CHECKS", "FixedEmbedder", "check_recommender", "make_log", "state_differences"]
 
 
 def make_log(seed: int = 0, *, n_chunks: int = 6, n_train: int = 4, per_chunk: int = 40):
@@ -129,6 +130,49 @@ def _assert_valid_rows(items, scores, known_items):
         assert (np.diff(kept) <= 0).all(), f"scores increase along a row: {row}"
 
 
+def _state_values_equal(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    if isinstance(a, Vocabulary):
+        return _state_values_equal(a.ids, b.ids)
+    if isinstance(a, SeenItems):
+        return _state_values_equal(a.keys, b.keys)
+    if isinstance(a, np.random.RandomState):
+        return all(_state_values_equal(np.asarray(x), np.asarray(y))
+                   for x, y in zip(a.get_state(), b.get_state(), strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_state_values_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(_state_values_equal, a, b))
+    if isinstance(a, BaseEstimator):
+        return a.get_params(deep=False).keys() == b.get_params(deep=False).keys() and \
+            not state_differences(a, b)
+    if hasattr(a, "__dict__") and not callable(a):  # a dataclass or another small object
+        return _state_values_equal(vars(a), vars(b))
+    return bool(a == b)
+
+
+def state_differences(a, b, *, ignore=("_index",)) -> list[str]:
+    """The attributes in which two estimators differ (values compared exactly, arrays with
+    their dtypes, vocabularies and seen items by their arrays, random states by their
+    state); ``ignore`` names caches rebuilt on demand."""
+    if hasattr(a, "steps"):
+        return [f"{name}.{diff}" for (name, x), (_, y) in zip(a.steps, b.steps, strict=True)
+                for diff in state_differences(x, y, ignore=ignore)]
+    va, vb = vars(a), vars(b)
+    names = sorted((va.keys() | vb.keys()) - set(ignore))
+    return [n for n in names
+            if n not in va or n not in vb or not _state_values_equal(va[n], vb[n])]
+
+
+def _read_only(X):
+    arr = X.to_numpy(dtype=np.int64, copy=True)
+    arr.flags.writeable = False
+    return arr
+
+
 # -- the checks ------------------------------------------------------------------------------
 
 
@@ -210,6 +254,29 @@ def check_refuses_older_chunk(factory, X_train, X_next):
     _assert_same(_recommend(est, users, 10, True), before[1])
 
 
+def check_refuses_latest_chunk_again(factory, X_train, X_next):
+    """A chunk equal to the latest one is refused like an older one, the state kept."""
+    users = _query_users(X_train, X_next)
+    first, *_ = _chunks(X_next)
+    est = _fitted(factory, X_train, first)
+    before = _recommend(est, users, 10), _recommend(est, users, 10, True)
+    latest = int(first.chunk.iloc[0])
+    with pytest.raises(ValueError, match=rf"\b{latest}\b"):
+        _partial_fit(est, first.iloc[:3])
+    assert _final_recommender(est).latest_chunk_ == latest
+    _assert_same(_recommend(est, users, 10), before[0])
+    _assert_same(_recommend(est, users, 10, True), before[1])
+
+
+def check_partial_fit_before_fit(factory, X_train, X_next):
+    """partial_fit on an unfitted recommender raises NotFittedError, for every recommender."""
+    est = factory()
+    rec = est[-1] if hasattr(est, "steps") else est
+    with pytest.raises(NotFittedError, match="fit"):
+        rec.partial_fit(X_train)
+    assert not hasattr(rec, "latest_chunk_")
+
+
 def check_refuses_empty_log(factory, X_train, X_next):
     empty = X_train.iloc[:0]
     with pytest.raises(ValueError, match="empty"):
@@ -242,13 +309,21 @@ def check_exclude_seen(factory, X_train, X_next):
 
 
 def check_pads_when_few_candidates(factory, X_train, X_next):
-    n_items = np.unique(np.concatenate([X_train.item, X_next.item])).shape[0]
-    m = n_items + 5
+    """With ``m`` as large as the number of items known, more than the latest chunk holds,
+    every row gives every item of the latest chunk (the fill runs to its end) and then pads,
+    at the end only."""
+    known = np.unique(np.concatenate([X_train.item, X_next.item]))
     users = _query_users(X_train, X_next)
-    for est in (_fitted(factory, X_train), _fitted(factory, X_train, X_next)):
-        items, scores = _recommend(est, users, m)
-        assert (items[:, -5:] == -1).all()
-        assert np.isneginf(scores[:, -5:]).all()
+    for log, est in ((X_train, _fitted(factory, X_train)),
+                     (X_next, _fitted(factory, X_train, X_next))):
+        latest = np.unique(log.item[log.chunk == log.chunk.max()])
+        assert latest.shape[0] < known.shape[0]
+        items, scores = _recommend(est, users, known.shape[0])
+        _assert_valid_rows(items, scores, known)
+        assert (items[:, -1] == -1).all(), "rows are not padded"
+        for row in items:
+            missing = np.setdiff1d(latest, row)
+            assert missing.size == 0, f"padded before the latest chunk's items {missing}"
 
 
 def check_string_ids(factory, X_train, X_next):
@@ -271,12 +346,34 @@ def check_string_ids(factory, X_train, X_next):
         _recommend(est, [1, 2], 5)
 
 
+def _with_new_item(X_train, X_next):
+    """X_next with one more item, never seen, engaged twice in the last chunk by the
+    training user with the fewest distinct training items (the narrowest taste): fewer
+    engagements than most items of that chunk. Returns the log, the user and the item."""
+    distinct_items = X_train.groupby("user").item.nunique()
+    user = int(distinct_items.index[distinct_items.to_numpy().argmin()])
+    item = int(max(X_train.item.max(), X_next.item.max()) + 1000)
+    last = int(X_next.chunk.max())
+    extra = pd.DataFrame({"user": [user, user], "item": [item, item], "chunk": [last, last]})
+    return pd.concat([X_next, extra.astype(X_next.dtypes)], ignore_index=True), user, item
+
+
 def check_new_items_recommended(factory, X_train, X_next):
-    """Items first engaged after fit can be recommended once taken by partial_fit."""
+    """Items first engaged after fit are ranked by the recommender itself once taken by
+    partial_fit, not only reached by the popularity fill: a new item that a user engaged
+    with comes, in that user's row, ahead of an item more engaged in the latest chunk."""
+    X_next, user, item = _with_new_item(X_train, X_next)
+    last = X_next[X_next.chunk == X_next.chunk.max()]
+    counts = last.item.value_counts()
+    more_engaged = counts.index[counts > counts[item]].to_numpy()
+    assert more_engaged.size >= 3
     est = _fitted(factory, X_train, X_next)
-    new = np.setdiff1d(X_next.item.unique(), X_train.item.unique())
-    items, _ = _recommend(est, _query_users(X_train, X_next), 20)
-    assert np.isin(items, new).any()
+    n_known = np.unique(np.concatenate([X_train.item, X_next.item])).shape[0]
+    row = _recommend(est, [user], n_known)[0][0]
+    assert item in row, f"the new item {item} is not recommended to the user who engaged it"
+    behind = np.setdiff1d(more_engaged, row[: np.flatnonzero(row == item)[0]])
+    assert behind.size, (f"the new item {item} comes after every item more engaged in the "
+                         f"latest chunk: only the popularity fill reached it ({row})")
 
 
 def check_fit_resets_and_clone(factory, X_train, X_next):
@@ -297,6 +394,81 @@ def check_chunks_at_once_equal_in_turn(factory, X_train, X_next):
     _assert_same(_recommend(at_once, users, 10), _recommend(in_turn, users, 10))
 
 
+def check_fit_returns_self_and_keeps_params(factory, X_train, X_next):
+    """fit returns the estimator, changes none of its parameters, and sets only attributes
+    whose names end with an underscore (scikit-learn's check_estimators_fit_returns_self,
+    check_estimators_overwrite_params and check_dont_overwrite_parameters, on a log)."""
+    est = factory()
+    params = clone(est).get_params(deep=True)
+    rec = est[-1] if hasattr(est, "steps") else est
+    before = set(vars(rec))
+    assert est.fit(X_train) is est
+    after = est.get_params(deep=True)
+    assert params.keys() == after.keys()
+    for name, value in params.items():
+        if not hasattr(value, "get_params"):
+            assert repr(after[name]) == repr(value), f"fit changed the parameter {name}"
+    added = set(vars(rec)) - before
+    public = [a for a in added if not a.startswith("_") and not a.endswith("_")]
+    assert not public, f"fit set public attributes without a trailing underscore: {public}"
+
+
+def check_recommend_leaves_state(factory, X_train, X_next):
+    """recommend changes no fitted attribute (scikit-learn's check_dict_unchanged)."""
+    est = _fitted(factory, X_train, X_next)
+    before = pickle.loads(pickle.dumps(est))
+    users = _query_users(X_train, X_next)
+    _recommend(est, users, 10)
+    _recommend(est, users, 10, exclude_seen=True)
+    assert not state_differences(est, before)
+
+
+def check_fit_idempotent(factory, X_train, X_next):
+    """Fitting twice gives the same state as fitting once (check_fit_idempotent), and a
+    read-only log is taken as a writable one (check_readonly_memmap_input)."""
+    once = _fitted(factory, X_train)
+    twice = _fitted(factory, X_train).fit(X_train)
+    assert not state_differences(once, twice)
+    read_only = factory().fit(_read_only(X_train))
+    _partial_fit(read_only, _read_only(X_next))
+    users = _query_users(X_train, X_next)
+    _assert_same(_recommend(read_only, users, 10),
+                 _recommend(_fitted(factory, X_train, X_next), users, 10))
+
+
+def check_refuses_what_is_not_a_log(factory, X_train, X_next):
+    """NaN, floats, complex numbers, sparse matrices, the wrong width and scalars are refused
+    by fit and partial_fit with a ValueError or TypeError that names X; partial_fit's
+    refusals leave the state as it was (check_estimators_nan_inf, check_complex_data,
+    check_estimator_sparse_*, check_fit2d_1feature, check_fit1d)."""
+    import scipy.sparse as sp
+
+    arr = X_next.to_numpy(dtype=np.int64)
+    with_nan = arr.astype(float)
+    with_nan[1, 1] = np.nan
+    bad = {
+        "NaN": with_nan,
+        "inf": np.where(arr == arr[0, 0], np.inf, arr.astype(float)),
+        "fractions": arr + 0.5,
+        "complex": arr + 1j,
+        "sparse": sp.csr_matrix(arr),
+        "one column": arr[:, :1],
+        "four columns": np.column_stack([arr, arr[:, 0]]),
+        "1-D": arr[:, 0],
+        "scalar": 3,
+        "None": None,
+    }
+    est = _fitted(factory, X_train, _chunks(X_next)[0])
+    state = pickle.loads(pickle.dumps(est))
+    for what, X in bad.items():
+        with pytest.raises((ValueError, TypeError), match=r"\bX\b") as info:
+            factory().fit(X)
+        assert str(info.value), what
+        with pytest.raises((ValueError, TypeError), match=r"\bX\b"):
+            _partial_fit(est, X)
+        assert not state_differences(est, state), what
+
+
 def check_latest_chunk(factory, X_train, X_next):
     est = _fitted(factory, X_train)
     assert _final_recommender(est).latest_chunk_ == X_train.chunk.max()
@@ -311,6 +483,8 @@ CHECKS: list[Callable] = [
     check_batch_equals_single,
     check_pickle_round_trip,
     check_refuses_older_chunk,
+    check_refuses_latest_chunk_again,
+    check_partial_fit_before_fit,
     check_refuses_empty_log,
     check_unseen_users,
     check_exclude_seen,
@@ -320,6 +494,10 @@ CHECKS: list[Callable] = [
     check_fit_resets_and_clone,
     check_chunks_at_once_equal_in_turn,
     check_latest_chunk,
+    check_fit_returns_self_and_keeps_params,
+    check_recommend_leaves_state,
+    check_fit_idempotent,
+    check_refuses_what_is_not_a_log,
 ]
 
 

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from recommender_checks import CHECKS, FixedEmbedder, check_recommender, make_log
+from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import (
     check_get_params_invariance,
@@ -33,14 +34,31 @@ FACTORIES = {
 DATA = make_log()
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("name", list(FACTORIES))
+# (factory, check) -> why the check does not apply
+EXPECTED_FAILED = {
+    (name, "check_new_items_recommended"): "popularity ranks every user alike by engagement "
+    "counts, so a new item is reached the way the fill reaches it (test_popularity_* test it)"
+    for name in ("popularity", "popularity-window3")
+}
+
+
+def _protocol_cases():
+    for name in FACTORIES:
+        for check in CHECKS:
+            reason = EXPECTED_FAILED.get((name, check.__name__))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            yield pytest.param(name, check, marks=marks, id=f"{name}-{check.__name__}")
+
+
+@pytest.mark.parametrize("name, check", _protocol_cases())
 def test_recommender_protocol(name, check):
     check(FACTORIES[name], *DATA)
 
 
 def test_check_recommender_runs_all_checks():
-    check_recommender(FACTORIES["popularity"], *make_log(seed=1))
+    check_recommender(FACTORIES["popularity"], *make_log(seed=1), expected_failed={
+        "check_new_items_recommended": EXPECTED_FAILED[("popularity",
+                                                        "check_new_items_recommended")]})
 
 
 @pytest.mark.parametrize(
@@ -110,26 +128,27 @@ def test_popularity_window_spans_partial_fit_chunks():
     assert_array_equal(scores[0, :4], [3, 2, 2, 1])
 
 
-def test_partial_fit_same_chunk_appends():
+def test_partial_fit_refuses_the_latest_chunk_again():
     rec = PopularityRecommender().fit(LOG)
-    rec.partial_fit(frame([(9, 13, 1), (9, 13, 1)]))
-    assert_array_equal(rec.recommend([1], 2)[0], [[13, 11]])
+    before = pickle.dumps(rec)
+    with pytest.raises(ValueError, match=r"newer than the latest chunk 1; X holds chunk 1"):
+        rec.partial_fit(frame([(9, 13, 1), (9, 13, 1)]))
+    assert pickle.dumps(rec) == before
 
 
 def test_partial_fit_error_names_both_chunks_and_keeps_state():
     rec = PopularityRecommender().fit(LOG)
     before = pickle.dumps(rec)
-    with pytest.raises(ValueError, match=r"chunk 0.*latest chunk 1"):
+    with pytest.raises(ValueError, match=r"latest chunk 1; X holds chunk 0"):
         rec.partial_fit(frame([(1, 10, 0)]))
     with pytest.raises(ValueError, match="str ids"):
         rec.partial_fit(frame([("a", "b", 2)]))
     assert pickle.dumps(rec) == before
 
 
-def test_partial_fit_unfitted_is_fit():
-    a = PopularityRecommender(window=2).partial_fit(LOG)
-    b = PopularityRecommender(window=2).fit(LOG)
-    assert pickle.dumps(a) == pickle.dumps(b)
+def test_partial_fit_unfitted_raises_like_micro():
+    with pytest.raises(NotFittedError, match="PopularityRecommender.partial_fit needs a fitted"):
+        PopularityRecommender(window=2).partial_fit(LOG)
 
 
 def test_accepts_arrays_and_logs():

@@ -1,5 +1,6 @@
 """Readers, loaders and the synthetic generator of sklearn_micro.datasets."""
 
+import bz2
 import gzip
 import sys
 import zipfile
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from sklearn_micro._log import EngagementLog, check_log
 from sklearn_micro.datasets import (
+    _files,
     data_home,
     iter_engagements,
     iter_log_chunks,
@@ -39,6 +41,14 @@ def _csv_text(header, users=USERS, items=ITEMS, chunks=CHUNKS):
     return header + "\n" + "\n".join(rows) + "\n"
 
 
+@pytest.fixture(params=["pyarrow", "numpy"])
+def csv_engine(request, monkeypatch):
+    """Run a CSV test with pyarrow's parser and with the numpy one used without pyarrow."""
+    if request.param == "numpy":
+        monkeypatch.setattr(_files, "_has_pyarrow", lambda: False)
+    return request.param
+
+
 def _write(path, text):
     path.write_text(text)
     return path
@@ -62,19 +72,19 @@ def _assert_log(log, users=USERS, items=ITEMS, chunks=CHUNKS):
 # --------------------------------------------------------------------------------------------
 
 
-def test_read_twitter_fave_csv_with_spaces_after_commas(tmp_path):
+def test_read_twitter_fave_csv_with_spaces_after_commas(csv_engine, tmp_path):
     path = _write(tmp_path / "fave.csv", _csv_text(FAVE_HEADER))
     _assert_log(read_twitter_fave(path))
     check_log(read_twitter_fave(path))
 
 
-def test_read_twitter_follow_zipped_csv(tmp_path):
+def test_read_twitter_follow_zipped_csv(csv_engine, tmp_path):
     path = _zip(tmp_path / "follow.zip", _csv_text(FOLLOW_HEADER))
     _assert_log(read_twitter_follow(path))
     _assert_log(read_twitter_follow(str(path), batch_rows=2))
 
 
-def test_read_gzipped_csv_and_plain_header(tmp_path):
+def test_read_gzipped_csv_and_plain_header(csv_engine, tmp_path):
     path = tmp_path / "log.csv.gz"
     with gzip.open(path, "wt") as f:
         f.write(_csv_text("u,i,c"))
@@ -92,7 +102,7 @@ def test_read_parquet_in_batches(tmp_path, reader, item):
     _assert_log(reader(path, batch_rows=2))
 
 
-def test_read_log_as_frame(tmp_path):
+def test_read_log_as_frame(csv_engine, tmp_path):
     path = _write(tmp_path / "fave.csv", _csv_text(FAVE_HEADER))
     frame = read_twitter_fave(path, as_frame=True)
     assert list(frame.columns) == ["user", "item", "chunk"]
@@ -101,7 +111,7 @@ def test_read_log_as_frame(tmp_path):
     _assert_log(check_log(frame))
 
 
-def test_read_log_multi_batch_matches_single_batch(tmp_path):
+def test_read_log_multi_batch_matches_single_batch(csv_engine, tmp_path):
     rng = np.random.default_rng(0)
     n = 3000
     users, items = rng.integers(0, 2**50, n), rng.integers(0, 100, n)
@@ -122,7 +132,7 @@ def test_read_log_multi_batch_matches_single_batch(tmp_path):
     ],
 )
 @pytest.mark.parametrize("batch_rows", [1_000_000, 7])
-def test_bad_row_names_file_line_and_value(tmp_path, bad_line, shown, batch_rows):
+def test_bad_row_names_file_line_and_value(csv_engine, tmp_path, bad_line, shown, batch_rows):
     good = "".join(f"{j}, {j + 100}, {j // 10}\n" for j in range(60))
     # header is line 1, 60 good rows, a blank line (skipped, but counted), then the bad one
     text = FAVE_HEADER + "\n" + good + "\n" + bad_line + "\n1, 2, 9\n"
@@ -150,7 +160,7 @@ def test_parquet_float_and_string_ids(tmp_path):
         read_log(path)
 
 
-def test_missing_column_lists_columns(tmp_path):
+def test_missing_column_lists_columns(csv_engine, tmp_path):
     path = _write(tmp_path / "log.csv", "user, product, chunk\n1, 2, 3\n")
     with pytest.raises(ValueError, match=r"no column 'item'.*\['user', 'product', 'chunk'\]"):
         read_log(path)
@@ -168,7 +178,7 @@ def test_missing_file(tmp_path):
         iter_log_chunks(path)
 
 
-def test_time_to_chunks_keeps_empty_periods(tmp_path):
+def test_time_to_chunks_keeps_empty_periods(csv_engine, tmp_path):
     # hours 0, 0, 3 and 5 after the first timestamp: chunks 1, 2 and 4 are empty
     t0 = 1_341_100_972
     times = [t0 + 3 * 3600 + 5, t0, t0 + 59, t0 + 5 * 3600]
@@ -200,7 +210,7 @@ def test_read_log_parameter_errors(tmp_path, kwargs, match):
         read_log(path, **kwargs)
 
 
-def test_iter_log_chunks_across_batches(tmp_path):
+def test_iter_log_chunks_across_batches(csv_engine, tmp_path):
     rng = np.random.default_rng(1)
     n = 500
     chunks = np.sort(rng.choice([1, 2, 3, 7, 8, 192], n))
@@ -217,7 +227,7 @@ def test_iter_log_chunks_across_batches(tmp_path):
     assert sum(len(f) for _, f in frames) == n
 
 
-def test_iter_log_chunks_time_origin_is_first_row(tmp_path):
+def test_iter_log_chunks_time_origin_is_first_row(csv_engine, tmp_path):
     text = "user,item,t\n1,1,100\n2,2,150\n3,3,400\n"
     path = _write(tmp_path / "log.csv", text)
     got = [(c, log.user.tolist()) for c, log in
@@ -226,7 +236,7 @@ def test_iter_log_chunks_time_origin_is_first_row(tmp_path):
 
 
 @pytest.mark.parametrize("batch_rows", [1_000_000, 2])
-def test_iter_log_chunks_refuses_going_back(tmp_path, batch_rows):
+def test_iter_log_chunks_refuses_going_back(csv_engine, tmp_path, batch_rows):
     path = _write(tmp_path / "log.csv", "user,item,chunk\n1,1,0\n1,2,1\n2,3,2\n4,5,1\n")
     chunks = iter_log_chunks(path, batch_rows=batch_rows)
     with pytest.raises(ValueError, match=r"line 5: chunk 1 comes after chunk 2"):
@@ -235,9 +245,13 @@ def test_iter_log_chunks_refuses_going_back(tmp_path, batch_rows):
 
 def test_missing_optional_dependency_names_the_extra(tmp_path, monkeypatch):
     path = _write(tmp_path / "log.csv", "user,item,chunk\n1,2,3\n")
+    table = tmp_path / "log.parquet"
+    pq.write_table(pa.table({"user": [1], "item": [2], "chunk": [3]}), table)
     monkeypatch.setitem(sys.modules, "pyarrow", None)
+    # CSV needs no pyarrow; Parquet does
+    _assert_log(read_log(path), [1], [2], [3])
     with pytest.raises(ImportError, match=r'pip install "sklearn-micro\[data\]"'):
-        read_log(path)
+        read_log(table)
     monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match=r'pip install "sklearn-micro\[data\]"'):
@@ -415,3 +429,36 @@ def test_loaders_say_where_they_looked(tmp_path, monkeypatch):
         load_movielens()
     with pytest.raises(ValueError, match="kinds must be a non-empty selection"):
         load_higgs(kinds=("LIKE",))
+
+
+# --------------------------------------------------------------------------------------------
+# Damaged and empty files
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix, opener",
+                         [(".csv.gz", gzip.compress), (".csv.bz2", bz2.compress)])
+def test_truncated_compressed_file_is_a_value_error(tmp_path, csv_engine, suffix, opener):
+    text = "user,item,chunk\n" + "".join(f"{j},{7 * j},{j // 100}\n" for j in range(20000))
+    packed = opener(text.encode())
+    path = tmp_path / f"log{suffix}"
+    path.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(ValueError, match=r"log\.csv\.(gz|bz2)'? cannot be read to the end.*"
+                                         r"truncated or corrupt"):
+        read_log(path)
+    # not a compressed file at all
+    path.write_bytes(b"user,item,chunk\n1,2,3\n")
+    with pytest.raises(ValueError, match="truncated or corrupt"):
+        read_log(path)
+
+
+def test_empty_raw_files_name_the_file(tmp_path, csv_engine):
+    higgs = tmp_path / "higgs-activity_time.txt.gz"
+    with gzip.open(higgs, "wb"):
+        pass
+    with pytest.raises(ValueError, match=r"load_higgs: .*higgs-activity_time.txt.gz'? holds no "
+                                         r"rows"):
+        load_higgs(higgs)
+    ratings = _write(tmp_path / "ratings.csv", "userId,movieId,rating,timestamp\n")
+    with pytest.raises(ValueError, match="load_movielens: .*ratings.csv'? holds no rows"):
+        load_movielens(ratings)

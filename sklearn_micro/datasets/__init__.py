@@ -1,0 +1,39 @@
+"""Engagement logs from files, the real logs of the data folder, and a synthetic generator.
+
+Readers (`sklearn_micro.datasets._readers`)
+    `read_log` reads a CSV (plain, ``.gz``, ``.bz2`` or ``.zip``) or Parquet file with user,
+    item and chunk (or unix-time) columns, batch by batch in bounded memory;
+    `iter_log_chunks` hands out one chunk at a time from a file sorted by chunk;
+    `read_twitter_fave` and `read_twitter_follow` read the paper's two published files.
+Loaders (`sklearn_micro.datasets._real_logs`)
+    `load_higgs` and `load_movielens` read the raw files of the data folder (`data_home`).
+Generator (`sklearn_micro.datasets._generator`)
+    `make_engagements` and `iter_engagements` draw logs from the paper's generative model
+    (Table 2) with ephemeral items, at any scale up to the paper's.
+
+CSV files are parsed by pyarrow when it is installed and by numpy otherwise; Parquet files
+need pyarrow, and ``as_frame=True`` needs pandas: both come with the ``data`` extra,
+``pip install "sklearn-micro[data]"``.
+"""
+
+from ._files import (  # noqa: F401  (the command line)
+    _column_names,
+    _csv_names,
+    _import_pyarrow,
+    _source,
+)
+from ._generator import iter_engagements, make_engagements
+from ._readers import iter_log_chunks, read_log, read_twitter_fave, read_twitter_follow
+from ._real_logs import data_home, load_higgs, load_movielens
+
+__all__ = [
+    "data_home",
+    "iter_engagements",
+    "iter_log_chunks",
+    "load_higgs",
+    "load_movielens",
+    "make_engagements",
+    "read_log",
+    "read_twitter_fave",
+    "read_twitter_follow",
+]

@@ -1,0 +1,211 @@
+"""The sampler and retrieval against exact answers.
+
+- One Gibbs step on a tiny chunk, drawn many times, against the exact conditional
+  ``p(z = k) ∝ (alpha_u[k] + N[u,k]) (beta + N[i,k,t]) / (I_t beta + N[k,t])`` enumerated
+  by hand, with a chi-square test; the same test rejects a wrong conditional.
+- ``recommend`` against a dense scan of ``theta @ phi`` over the latest chunk's items, on
+  logs drawn by hypothesis: equal up to ties.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.stats import chisquare
+
+from sklearn_micro import MiCRO
+
+
+def gibbs_step_draws(e_user, e_item, supports, carried, *, alpha, beta, n_draws, seed):
+    """Draws of the first engagement's interest from repeated sweeps of the sampler kernel.
+
+    The one place this file reaches into the sampler: it lays a chunk out with
+    `sklearn_micro._gibbs.build_layout` and calls the sweep kernel on it. ``e_user`` /
+    ``e_item`` are the engagements (local users sorted, local items ``0..I_t-1``),
+    ``supports[u]`` the interests of user ``u`` and ``carried[u]`` their counts from before
+    the chunk. When only the first engagement has more than one interest, each sweep is one
+    Gibbs step for it, drawn from its conditional given the others, whatever its current
+    value.
+    """
+    from sklearn_micro._gibbs import build_layout
+    from sklearn_micro._kernels import sampler
+
+    sizes = np.array([len(s) for s in supports])
+    support_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    z = np.zeros(len(e_user), np.int32)
+    layout, counts = build_layout(
+        np.asarray(e_user), np.asarray(e_item), support_ptr, np.concatenate(supports),
+        alpha + np.concatenate(carried).astype(np.float64), z,
+        n_interests=int(np.concatenate(supports).max()) + 1, n_items=int(max(e_item)) + 1)
+    i_beta = layout.n_items * beta
+    first = layout.support_ptr[layout.engagement_user[0]]
+    draws = np.empty(n_draws, np.int64)
+    for d, sweep_seed in enumerate(np.random.SeedSequence(seed).generate_state(n_draws)):
+        sampler.sweep_partition(
+            int(sweep_seed), layout.engagement_user, layout.entry_ptr, layout.entry_of,
+            layout.support_ptr, layout.support_interest, layout.support_prior,
+            counts.user_count, counts.entry_count, counts.interest_count, z, beta, i_beta)
+        draws[d] = layout.support_interest[first + z[0]]
+    return draws
+
+
+# -- a tiny chunk -----------------------------------------------------------------------------
+# User A (interests 0, 1, 2 with training counts 3, 1, 2) engages item 0 once; users B, C and
+# D, each with one interest (0, 1 and 2), fix the item and interest counts around it.
+ALPHA, BETA = 0.5, 0.1
+CARRIED_A = {0: 3, 1: 1, 2: 2}
+# (user, local item) of the chunk's engagements, A's first
+CHUNK = [("A", 0)] + [("B", 0)] * 2 + [("B", 1)] * 3 + [("C", 0)] + [("D", 2)] * 4
+ONLY = {"B": 0, "C": 1, "D": 2}
+
+
+def exact_conditional(*, with_denominator=True):
+    """p(z = k) of A's engagement given the others, enumerated from the counts."""
+    others = CHUNK[1:]
+    n_items = len({i for _, i in CHUNK})
+    item_k = {k: sum(1 for u, i in others if i == 0 and ONLY[u] == k) for k in range(3)}
+    k_total = {k: sum(1 for u, _ in others if ONLY[u] == k) for k in range(3)}
+    weight = np.array([
+        (ALPHA + CARRIED_A[k]) * (BETA + item_k[k])
+        / ((n_items * BETA + k_total[k]) if with_denominator else 1.0)
+        for k in range(3)
+    ])
+    return weight / weight.sum()
+
+
+def _chi2_pvalue(draws, p):
+    observed = np.bincount(draws, minlength=p.shape[0])
+    return chisquare(observed, p * draws.shape[0]).pvalue
+
+
+def test_exact_conditional_of_the_tiny_chunk():
+    # (0.5 + 3)(0.1 + 2)/(0.3 + 5), (0.5 + 1)(0.1 + 1)/(0.3 + 1), (0.5 + 2)(0.1 + 0)/(0.3 + 4)
+    weight = np.array([3.5 * 2.1 / 5.3, 1.5 * 1.1 / 1.3, 2.5 * 0.1 / 4.3])
+    np.testing.assert_allclose(exact_conditional(), weight / weight.sum())
+
+
+def test_gibbs_step_matches_the_exact_conditional():
+    users = {"A": 0, "B": 1, "C": 2, "D": 3}
+    draws = gibbs_step_draws(
+        [users[u] for u, _ in CHUNK], [i for _, i in CHUNK],
+        supports=[[0, 1, 2], [0], [1], [2]],
+        carried=[[CARRIED_A[k] for k in range(3)], [1], [1], [1]],
+        alpha=ALPHA, beta=BETA, n_draws=60_000, seed=0)
+    assert _chi2_pvalue(draws, exact_conditional()) > 1e-3
+    # the test has the power to see a wrong conditional (the denominator left out)
+    assert _chi2_pvalue(draws, exact_conditional(with_denominator=False)) < 1e-12
+
+
+def test_one_sweep_of_partial_fit_draws_from_the_exact_conditional():
+    """The same through the public API: fit on a training log that gives A its counts,
+    partial_fit the chunk with one sweep, and read A's new count from support_count_."""
+    ids = {"A": 1, "B": 2, "C": 3, "D": 4}
+    train_items = {0: 10, 1: 11, 2: 12}
+    train = [(ids["A"], train_items[k], 0) for k, c in CARRIED_A.items() for _ in range(c)]
+    train += [(ids[u], train_items[k], 0) for u, k in ONLY.items()]
+    chunk = np.array([(ids[u], 100 + i, 1) for u, i in CHUNK])
+    interests = (list(train_items.values()), list(train_items))
+    draws = []
+    for seed in range(1500):
+        model = MiCRO(alpha=ALPHA, beta=BETA, max_sweeps=1, tol=0, random_state=seed)
+        model.fit(np.array(train), item_interest=interests).partial_fit(chunk)
+        a = model.user_ids_.lookup([ids["A"]])[0]
+        span = slice(model.support_indptr_[a], model.support_indptr_[a + 1])
+        gained = model.support_count_[span] - np.array([CARRIED_A[k] for k in range(3)])
+        assert gained.sum() == 1
+        draws.append(model.support_interest_[span][np.argmax(gained)])
+    draws = np.array(draws)
+    assert _chi2_pvalue(draws, exact_conditional()) > 1e-3
+    assert _chi2_pvalue(draws, exact_conditional(with_denominator=False)) < 1e-6
+
+
+# -- recommend against a dense scan -----------------------------------------------------------
+
+
+def dense_scores(model, users):
+    """``theta @ phi`` over the latest chunk's items, dense, from the model's public state:
+    ``theta`` from `user_interests`, ``phi[k, i] = (beta + N[i,k,t]) / (I_t beta + N[k,t])``
+    from the phi counts. Returns the scores (n_users, I_t) and the items' external ids."""
+    theta = model.user_interests(users).toarray()
+    n_items = model.chunk_items_.shape[0]
+    counts = np.zeros((model.n_interests_, n_items))
+    k = np.repeat(np.arange(model.n_interests_), np.diff(model.phi_indptr_))
+    np.add.at(counts, (k, model.phi_item_), model.phi_count_)
+    phi = (model.beta + counts) / (n_items * model.beta + model.interest_count_[:, None])
+    return theta @ phi, model.item_ids_.ids[model.chunk_items_]
+
+
+@st.composite
+def logs(draw):
+    n_users = draw(st.integers(1, 7))
+    n_items = draw(st.integers(1, 10))
+    n_interests = draw(st.integers(1, 4))
+
+    def rows(chunk, n_rows, users, items):
+        return [(draw(st.sampled_from(users)), draw(st.sampled_from(items)), chunk)
+                for _ in range(n_rows)]
+
+    train = []
+    for chunk in range(draw(st.integers(1, 3))):
+        train += rows(chunk, draw(st.integers(1, 12)), list(range(n_users)),
+                      list(range(n_items)))
+    items = sorted({i for _, i, _ in train})
+    interest = [draw(st.integers(0, n_interests - 1)) for _ in items]
+    chunks = []
+    start = max(c for _, _, c in train) + 1
+    for chunk in range(start, start + draw(st.integers(1, 2))):
+        chunks += rows(chunk, draw(st.integers(1, 15)), list(range(n_users + 3)),
+                       list(range(n_items + 4)))
+    return np.array(train), (items, interest), np.array(chunks)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.integers(1, 16), st.sampled_from([0.0, 0.5]), st.booleans(),
+       st.booleans(), st.integers(0, 3))
+def test_recommend_equals_a_dense_scan_up_to_ties(log, m, phi_decay, after_fit, exclude_seen,
+                                                  seed):
+    train, interests, chunk = log
+    model = MiCRO(phi_decay=phi_decay, random_state=seed).fit(train, item_interest=interests)
+    given_logs = train if after_fit else np.vstack([train, chunk])
+    if not after_fit:
+        model.partial_fit(chunk)
+    users = model.user_ids_.ids
+    items, scores = model.recommend(users, m, exclude_seen=exclude_seen)
+    dense, chunk_ids = dense_scores(model, users)
+    if exclude_seen:
+        seen = np.zeros(dense.shape, bool)
+        for row, user in enumerate(users):
+            seen[row] = np.isin(chunk_ids, given_logs[given_logs[:, 0] == user, 1])
+        dense = np.where(seen, -np.inf, dense)
+    has_support = np.diff(model.support_indptr_)[model.user_ids_.lookup(users)] > 0
+    for row in np.flatnonzero(has_support):
+        n_ranked = min(m, int(np.isfinite(dense[row]).sum()))
+        got_items, got_scores = items[row, :n_ranked], scores[row, :n_ranked]
+        # every slot holds a distinct item of the latest chunk, scored exactly as the scan
+        assert np.unique(got_items).shape[0] == n_ranked
+        order = np.argsort(chunk_ids)
+        found = np.minimum(np.searchsorted(chunk_ids[order], got_items), order.shape[0] - 1)
+        position = order[found]
+        assert (chunk_ids[position] == got_items).all()
+        np.testing.assert_allclose(got_scores, dense[row, position], rtol=1e-9, atol=1e-15)
+        # and the scores are the scan's best n_ranked: the same answer up to ties
+        best = np.sort(dense[row])[::-1][:n_ranked]
+        np.testing.assert_allclose(got_scores, best, rtol=1e-9, atol=1e-15)
+        assert (items[row, n_ranked:] == -1).all() and np.isneginf(scores[row, n_ranked:]).all()
+
+
+@pytest.mark.parametrize("phi_decay", [0.0, 0.5])
+def test_users_without_support_get_the_popularity_share(phi_decay):
+    train = np.array([[0, 10, 0], [1, 11, 0]])
+    model = MiCRO(phi_decay=phi_decay, random_state=0).fit(
+        train, item_interest=([10, 11], [0, 1]))
+    # user 7 is new and engages a new item only: no interest can be given
+    model.partial_fit(np.array([[7, 20, 1], [0, 10, 1], [0, 10, 1], [1, 11, 1]]))
+    items, scores = model.recommend([7, 99], 5)
+    share = model.chunk_item_count_ / model.chunk_item_count_.sum()
+    order = model.popular_order_
+    n = order.shape[0]
+    for row in range(2):
+        np.testing.assert_array_equal(items[row, :n], model.item_ids_.ids[
+            model.chunk_items_[order]])
+        np.testing.assert_allclose(scores[row, :n], share[order])
