@@ -19,10 +19,21 @@ from ._gibbs import build_layout, run_chain
 from ._kernels import sampler
 from ._kernels.topm import fill_remainder, mixture_topm
 from ._kernels.vocabulary import present_values
-from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, distinct, iter_chunks
+from ._log import (
+    EmbeddedLog,
+    EngagementLog,
+    Vocabulary,
+    as_ids,
+    check_log,
+    distinct,
+    iter_chunks,
+)
 from .base import RecommenderMixin, SeenItems, append_to_rows, csr_rows, unique_pairs
 
 __all__ = ["MiCRO"]
+
+# interests are numbered below this (arrays of size K are kept per chunk)
+MAX_INTERESTS = 2**24
 
 # carried phi counts below this mass are dropped
 _MIN_MASS = 0.01
@@ -300,6 +311,11 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 "item_interest: interests must be non-negative integers; got "
                 f"dtype {labels.dtype}" + (f", min {labels.min()}." if labels.size else ".")
             )
+        if labels.size and labels.max() >= MAX_INTERESTS:
+            raise ValueError(
+                f"item_interest: interests must be below {MAX_INTERESTS:,} (K is the largest "
+                f"interest plus one); got {labels.max()}."
+            )
         vocab = Vocabulary(ids)
         return log, vocab, labels.astype(np.int64)
 
@@ -404,6 +420,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 supports.ptr, supports.interest, self.alpha + supports.carried,
                 z[assignable], n_interests=self.n_interests_, n_items=engagements.n_items)
             z_assignable = z[assignable]
+            if not assignable.any():
+                break
             with _numba_threads(self.n_jobs):
                 trace += run_chain(layout, counts, z_assignable, beta=float(self.beta),
                                    max_sweeps=self.max_sweeps, tol=self.tol,
@@ -413,7 +431,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                                             counts.entry_count)
         if self.verbose:
             print(f"[MiCRO] chunk {chunk}: {int(assignable.sum())} engagements, {len(trace)} "
-                  f"sweeps, log-likelihood {trace[-1]:.6g}")
+                  "sweeps" + (f", log-likelihood {trace[-1]:.6g}" if trace else ""))
         self._commit_chunk(chunk, engagements, supports, layout, counts, item_interest)
         self.n_sweeps_ = {**self.n_sweeps_, chunk: len(trace)}
         self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
@@ -512,7 +530,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             Row ``r`` holds ``theta_u[k]`` on the interests of user ``users[r]``'s support.
         """
         check_is_fitted(self, "support_indptr_")
-        index = self.user_ids_.lookup(np.atleast_1d(np.asarray(users)), name="users")
+        index = self.user_ids_.lookup(np.atleast_1d(as_ids(users, name="users")), name="users")
         indptr, k, theta = self._theta(index)
         return sp.csr_matrix((theta, k, indptr), shape=(index.shape[0], self.n_interests_))
 
@@ -534,7 +552,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             Each item's share of engagements per interest in the latest chunk.
         """
         check_is_fitted(self, "support_indptr_")
-        index = self.item_ids_.lookup(np.atleast_1d(np.asarray(items)), name="items")
+        index = self.item_ids_.lookup(np.atleast_1d(as_ids(items, name="items")), name="items")
         K = self.n_interests_
         k = np.repeat(np.arange(K), np.diff(self.phi_indptr_))
         by_item = sp.csr_matrix(

@@ -173,8 +173,6 @@ def test_pandas_transform_output_keeps_the_pipeline_working():
     assert pipe[-1].recommend([0], 2)[0].shape == (1, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="MiCRO._sample_chunk runs the chain on a chunk with "
-                   "nothing to assign until max_sweeps; the fix is in micro.py")
 def test_a_chunk_with_nothing_to_assign_runs_no_sweeps():
     """Case id: nothing-to-assign."""
     model = MiCRO(max_sweeps=50, random_state=0).fit(TRAIN, item_interest=INTERESTS)
@@ -184,8 +182,6 @@ def test_a_chunk_with_nothing_to_assign_runs_no_sweeps():
     assert model.n_sweeps_[2] == 0
 
 
-@pytest.mark.xfail(strict=True, raises=MemoryError, reason="MiCRO.fit sizes its arrays by the "
-                   "largest interest given; the bound belongs in micro.py")
 def test_a_huge_interest_label_is_refused():
     """Case id: huge-interest-label."""
     with pytest.raises(ValueError, match="item_interest"):
@@ -314,3 +310,11 @@ def test_the_table_names_every_case():
            "cli-truncated-gz", "cli-options-without-data", "cli-type-error"]
     missing = [case for case in ids if f"`{case}`" not in text]
     assert not missing, f"docs/reliability.md does not name {missing}"
+
+
+def test_mixtures_refuse_ids_of_mixed_kinds():
+    """Case id: mixed-kind-ids-in-mixtures."""
+    model = MiCRO(random_state=0).fit(TRAIN, item_interest=INTERESTS)
+    for method in (model.user_interests, model.item_interests):
+        with pytest.raises(ValueError, match="one kind"):
+            method([1, "a"])
