@@ -36,6 +36,7 @@ from _quality_prototypes import (  # noqa: E402
     MiCRORun,
     MixtureSetting,
     SupportGrowthMiCRO,
+    select_phi_decay,
     training_repeat_rate,
 )
 
@@ -51,6 +52,7 @@ from sklearn_micro.experiment import split_chunks  # noqa: E402
 
 M = 100
 CUTOFFS = (10, 50, 100)
+DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
 ITEM_KINDS = ("repeat", "new", "in chunk before", "older")
 
 
@@ -293,7 +295,9 @@ def run_log(spec: LogSpec, args, say):
     window = 8
     lam_hat = training_repeat_rate(train, window=window)
     say(f"learned personal weight (training repeat rate, window {window}): {lam_hat:.3f}")
-    decay = args.decay
+    decay, decay_scores = select_phi_decay(train, DECAY_GRID)
+    say("phi_decay chosen on the training chunks (recall@100 of decayed popularity): "
+        + ", ".join(f"{d:g}: {v:.4f}" for d, v in decay_scores.items()) + f" -> {decay:g}")
     base = clustered[spec.k]
 
     def run(model):
@@ -302,52 +306,46 @@ def run_log(spec: LogSpec, args, say):
 
     P = MixtureSetting
     gam = args.affinity
-    main_settings = {
-        "MiCRO (paper), prototype scorer": P(),
-        f"+ personal (lam={args.personal})": P(personal=args.personal),
-        f"+ personal (learned, lam={lam_hat:.2f})": P(personal="learned"),
-        "+ popularity-shaped beta": P(beta_shape="popularity"),
-        f"+ affinity (gamma={gam:g})": P(affinity=gam),
-        "+ personal (learned) + popularity beta": P(personal="learned",
-                                                    beta_shape="popularity"),
-        "+ personal (learned) + popularity beta + affinity": P(
-            personal="learned", beta_shape="popularity", affinity=gam),
-    }
-    combo = {"personal (learned) + popularity beta": P(personal="learned",
-                                                       beta_shape="popularity"),
-             "personal (learned) + popularity beta + affinity": P(
-                 personal="learned", beta_shape="popularity", affinity=gam)}
+    learned = P(personal="learned")
     runners = [
-        MiCRORunner(run(micro(base)), main_settings, raw_name="MiCRO (paper)",
-                    support_source=True),
-        MiCRORunner(run(micro(base, growth=True)),
-                    {"+ support growth": P(),
-                     **{f"+ support growth + {k}": v for k, v in combo.items()}}),
-        MiCRORunner(run(micro(base, decay=decay)),
-                    {f"+ phi_decay={decay:g}": P(),
-                     **{f"+ phi_decay + {k}": v for k, v in combo.items()}}),
-        MiCRORunner(run(micro(base, growth=True, decay=decay)),
-                    {"+ support growth + phi_decay": P(),
-                     **{f"+ all: support growth + phi_decay + {k}": v
-                        for k, v in combo.items()}}),
+        MiCRORunner(run(micro(base)), {
+            "MiCRO (paper), prototype scorer": P(),
+            f"+ personal (learned, lam={lam_hat:.2f})": learned,
+            f"+ personal (lam={args.personal:g})": P(personal=args.personal),
+            "+ popularity-shaped beta": P(beta_shape="popularity"),
+            f"+ affinity (gamma={gam:g})": P(affinity=gam),
+        }, raw_name="MiCRO (paper)", support_source=True),
+        MiCRORunner(run(micro(base, growth=True)), {"+ support growth": P()}),
+        MiCRORunner(run(micro(base, decay=decay)), {
+            f"+ phi_decay={decay:g} (chosen)": P(),
+            f"recommended: personal (learned) + phi_decay={decay:g}": learned,
+            f"recommended + affinity (gamma={gam:g})": P(personal="learned", affinity=gam),
+            "recommended + popularity-shaped beta": P(personal="learned",
+                                                      beta_shape="popularity"),
+        }),
+        MiCRORunner(run(micro(base, growth=True, decay=decay)), {
+            "all: recommended + support growth + popularity beta + affinity": P(
+                personal="learned", beta_shape="popularity", affinity=gam)}),
     ]
     if args.sweep:
-        sweep = {f"sweep: personal lam={lam:g}": P(personal=lam)
-                 for lam in (0.1, 0.2, 0.35, 0.5, 0.75)}
-        sweep.update({f"sweep: affinity gamma={g:g}": P(affinity=g) for g in (1, 2, 4, 8)})
-        runners[0].settings.update(sweep)
-        for d in (0.25, 0.75, 0.9):
+        runners[0].settings.update(
+            {f"sweep: personal lam={lam:g}": P(personal=lam) for lam in (0.1, 0.2, 0.35, 0.75)})
+        runners[0].settings.update(
+            {f"sweep: affinity gamma={g:g}": P(affinity=g) for g in (1, 2, 8)})
+        for d in DECAY_GRID:
+            if d in (0, decay):
+                continue
             runners.append(MiCRORunner(run(micro(base, decay=d)), {
                 f"sweep: phi_decay={d:g}": P(),
-                f"sweep: phi_decay={d:g} + personal (learned) + popularity beta":
-                    combo["personal (learned) + popularity beta"]}))
+                f"sweep: phi_decay={d:g} + personal (learned)": learned}))
     for k in ks:
         if k == spec.k:
             continue
-        runners.append(MiCRORunner(run(micro(clustered[k])),
-                                   {f"MiCRO (paper), K={k}": P(),
-                                    f"personal (learned) + popularity beta, K={k}":
-                                    combo["personal (learned) + popularity beta"]}))
+        runners.append(MiCRORunner(run(micro(clustered[k])), {f"K={k}: MiCRO (paper)": P()}))
+        runners.append(MiCRORunner(run(micro(clustered[k], decay=decay)),
+                                   {f"K={k}: recommended": learned,
+                                    f"K={k}: recommended + affinity (gamma={gam:g})": P(
+                                        personal="learned", affinity=gam)}))
     runners += [
         BaselineRunner("ANN", ANNRecommender(random_state=0).fit(embedded)),
         BaselineRunner("Popularity", PopularityRecommender().fit(train)),
@@ -460,12 +458,11 @@ def main(argv=None):
     parser.add_argument("--personal", type=float, default=0.5)
     parser.add_argument("--personal-decay", type=float, default=0.5)
     parser.add_argument("--affinity", type=float, default=4.0)
-    parser.add_argument("--decay", type=float, default=0.5)
     parser.add_argument("--sweep", action="store_true",
                         help="add rows sweeping lam, gamma and phi_decay")
     parser.add_argument("--k", type=int, default=None, help="K for every log (default: per log)")
     args = parser.parse_args(argv)
-    args.diagnose_rows = lambda names: [n for n in names if n.startswith("+ all")][:1]
+    args.diagnose_rows = lambda names: [n for n in names if n.startswith("recommended:")]
     for name in args.log or ["higgs", "movielens", "generated"]:
         spec = LOGS[name]
         if args.k:
