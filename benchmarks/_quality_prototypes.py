@@ -381,3 +381,51 @@ def select_phi_decay(train, grid=(0.0, 0.25, 0.5, 0.75, 0.9), *, last_chunks: in
         scores[float(decay)] = float(np.concatenate(recalls).mean())
     best = max(scores, key=scores.get)
     return best, scores
+
+
+def select_affinity(train, n_interests, grid=(0.0, 1.0, 2.0, 4.0), *, phi_decay=0.0,
+                    min_points: int = 1000, max_chunks: int = 24, random_state=0,
+                    m: int = 100) -> tuple[float, dict]:
+    """The ``affinity`` gamma with the best MRR@m on the last training chunks, held out.
+
+    The validation chunks are the fewest last training chunks with at least
+    ``min_points`` (user, chunk) points (at most ``max_chunks``). The embedding, the
+    interests and MiCRO are fitted on the chunks before them only, then the rolling
+    protocol runs over them with the personal component (learned) and ``phi_decay``. The
+    chosen gamma has the best MRR@m among those whose recall@m is at least that of
+    gamma = 0 (a re-ranking of the top of the list that costs no recall); 0 if none beats
+    gamma = 0. Returns the chosen gamma and the (recall@m, MRR@m) of each.
+    """
+    from sklearn_micro import GraphEmbedder, SphericalKMeans
+
+    log = check_log(train)
+    chunks = np.unique(log.chunk)[::-1]
+    n_points, n_val = 0, 0
+    for c in chunks[:max_chunks]:
+        n_points += np.unique(log.user[log.chunk == c]).shape[0]
+        n_val += 1
+        if n_points >= min_points:
+            break
+    first_val = chunks[n_val - 1]
+    fit, val = log.take(log.chunk < first_val), log.take(log.chunk >= first_val)
+    embedded = GraphEmbedder(64, random_state=random_state, n_jobs=-1).fit_transform(fit)
+    clustered = SphericalKMeans(n_interests, random_state=random_state).fit_transform(embedded)
+    model = MiCRO(random_state=random_state, n_jobs=-1, phi_decay=phi_decay).fit(clustered)
+    run = MiCRORun(model, fit, embedded,
+                   learned_personal=training_repeat_rate(fit, window=8))
+    hits = {g: [[], []] for g in grid}
+    for c in np.unique(val.chunk):
+        part = val.take(val.chunk == c)
+        users = np.unique(part.user)
+        for g in grid:
+            items = run.recommend(users, m, MixtureSetting(personal="learned", affinity=g))
+            for row, u in enumerate(users):
+                rel = np.unique(part.item[part.user == u])
+                found = np.isin(items[row], rel)
+                hits[g][0].append(found.sum() / rel.shape[0])
+                hits[g][1].append(1.0 / (np.argmax(found) + 1) if found.any() else 0.0)
+        run.partial_fit(part)
+    scores = {float(g): (float(np.mean(r)), float(np.mean(q))) for g, (r, q) in hits.items()}
+    allowed = [g for g in scores if scores[g][0] >= scores[0.0][0]]
+    best = max(allowed, key=lambda g: (scores[g][1], -g))
+    return best, scores

@@ -36,6 +36,7 @@ from _quality_prototypes import (  # noqa: E402
     MiCRORun,
     MixtureSetting,
     SupportGrowthMiCRO,
+    select_affinity,
     select_phi_decay,
     training_repeat_rate,
 )
@@ -298,6 +299,11 @@ def run_log(spec: LogSpec, args, say):
     decay, decay_scores = select_phi_decay(train, DECAY_GRID)
     say("phi_decay chosen on the training chunks (recall@100 of decayed popularity): "
         + ", ".join(f"{d:g}: {v:.4f}" for d, v in decay_scores.items()) + f" -> {decay:g}")
+    start = time.perf_counter()
+    gamma_hat, gamma_scores = select_affinity(train, spec.k, phi_decay=decay)
+    say("affinity gamma chosen on held-out training chunks (recall@100, mrr@100): "
+        + ", ".join(f"{g:g}: {r:.4f}, {q:.4f}" for g, (r, q) in gamma_scores.items())
+        + f" -> {gamma_hat:g} ({time.perf_counter() - start:.0f} s)")
     base = clustered[spec.k]
 
     def run(model):
@@ -320,6 +326,8 @@ def run_log(spec: LogSpec, args, say):
             f"+ phi_decay={decay:g} (chosen)": P(),
             f"recommended: personal (learned) + phi_decay={decay:g}": learned,
             f"recommended + affinity (gamma={gam:g})": P(personal="learned", affinity=gam),
+            f"recommended + affinity (gamma={gamma_hat:g}, chosen)": P(personal="learned",
+                                                                     affinity=gamma_hat),
             "recommended + popularity-shaped beta": P(personal="learned",
                                                       beta_shape="popularity"),
         }),
@@ -451,6 +459,40 @@ def report(spec, points: Points, args, say):
     spec.out.append(text)
 
 
+def search_k(spec: LogSpec, say):
+    """K chosen by GridSearchCV over ``spec.ks`` on the training chunks only, as
+    examples/grid_search_k.py does: ChunkSplit(n_splits=2, test_chunks=1), the rolling
+    scorer, MiCRO with the phi_decay chosen on the same chunks."""
+    import tempfile
+
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
+
+    from sklearn_micro import MiCRO
+    from sklearn_micro.model_selection import ChunkSplit, make_rolling_scorer
+
+    log = check_log(spec.load())
+    train, _ = split_chunks(log, spec.train_chunks)
+    decay, _ = select_phi_decay(train, DECAY_GRID)
+    X = np.column_stack([train.user, train.item, train.chunk])
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as cache:
+        pipe = Pipeline([("embed", GraphEmbedder(64, random_state=0, n_jobs=-1)),
+                         ("interests", SphericalKMeans(random_state=0)),
+                         ("micro", MiCRO(random_state=0, n_jobs=-1))], memory=cache)
+        search = GridSearchCV(
+            pipe, {"interests__n_clusters": list(spec.ks), "micro__phi_decay": [0.0, decay]},
+            cv=ChunkSplit(n_splits=2, test_chunks=1), scoring=make_rolling_scorer(m_values=100),
+            refit=False).fit(X)
+    res = search.cv_results_
+    rows = [[p["interests__n_clusters"], p["micro__phi_decay"],
+             f"{res['mean_test_recall@100'][j]:.4f}", f"{res['mean_test_mrr@100'][j]:.4f}"]
+            for j, p in enumerate(res["params"])]
+    say(f"\n### {spec.name}: K by GridSearchCV on the training chunks "
+        f"({time.perf_counter() - start:.0f} s)\n")
+    say(table(["K", "phi_decay", "mean recall@100", "mean mrr@100"], rows))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log", action="append", choices=sorted(LOGS))
@@ -460,6 +502,8 @@ def main(argv=None):
     parser.add_argument("--affinity", type=float, default=4.0)
     parser.add_argument("--sweep", action="store_true",
                         help="add rows sweeping lam, gamma and phi_decay")
+    parser.add_argument("--search-k", action="store_true",
+                        help="only run GridSearchCV over K on the training chunks")
     parser.add_argument("--k", type=int, default=None, help="K for every log (default: per log)")
     args = parser.parse_args(argv)
     args.diagnose_rows = lambda names: [n for n in names if n.startswith("recommended:")]
@@ -467,6 +511,9 @@ def main(argv=None):
         spec = LOGS[name]
         if args.k:
             spec.k = args.k
+        if args.search_k:
+            search_k(spec, lambda *a: print(*a, flush=True))
+            continue
         run_log(spec, args, lambda *a: print(*a, flush=True))
 
 
