@@ -26,6 +26,9 @@ gives back the paper's model exactly.
     rescaled so the user's total stays the same: items are re-ranked inside the user's
     interests by the user's affinity. 0 is the paper.
 
+- `select_phi_decay` and `select_affinity` choose ``phi_decay`` and gamma from the
+  training log alone (docs/quality.md says how).
+
 - `SupportGrowthMiCRO(support_growth=True)`: before each chunk is sampled, a user's support
   takes, with count 0 (prior alpha), the interests of the known items they engage with in
   the chunk; after sampling, entries the chain left empty are dropped again, so
@@ -44,7 +47,8 @@ from sklearn_micro._kernels.ranking import top_m_sparse
 from sklearn_micro._kernels.topm import fill_remainder
 from sklearn_micro._log import check_log
 
-__all__ = ["MixtureSetting", "MiCRORun", "SupportGrowthMiCRO", "training_repeat_rate"]
+__all__ = ["MiCRORun", "MixtureSetting", "SupportGrowthMiCRO", "select_affinity",
+           "select_phi_decay", "training_repeat_rate"]
 
 
 @dataclass(frozen=True)

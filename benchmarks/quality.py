@@ -16,8 +16,11 @@ Every figure is the mean over (user, chunk) points with a 95% interval from a pe
 bootstrap (users resampled with replacement, the mean recomputed; the same resamples for
 every row, so ratios between rows get paired intervals).
 
-    python benchmarks/quality.py                      # all three logs (about 15 min)
+    python benchmarks/quality.py --sweep              # all three logs (about 30 min)
     python benchmarks/quality.py --log higgs --log movielens
+    python benchmarks/quality.py --search-k           # GridSearchCV over K on the training chunks
+
+The results and what they mean are in docs/quality.md.
 """
 
 from __future__ import annotations
