@@ -1,0 +1,524 @@
+"""Where MiCRO loses retrieval quality, and what wins it back, with bootstrap intervals.
+
+Runs the rolling protocol (docs/evaluation.md) on Higgs (6-hour chunks, fit on 0..18),
+MovieLens (30-day chunks, fit on 0..249) and the README's generated log (fit on 12 of 16
+chunks) for MiCRO (the paper's model and the prototyped extensions of
+``benchmarks/_quality_prototypes.py``), ANN, Popularity and RecentItems, and prints
+markdown tables:
+
+- the diagnosis: Recall@100 and MRR@100 split by warm and cold users, by the size of a
+  warm user's support (one interest or many), by the kind of relevant item (a repeat of
+  the user's own, new in the chunk, engaged by anyone in the chunk before, older and not
+  in the chunk before), by the cut-off M, and by K;
+- the ablation: each extension alone, then together.
+
+Every figure is the mean over (user, chunk) points with a 95% interval from a per-user
+bootstrap (users resampled with replacement, the mean recomputed; the same resamples for
+every row, so ratios between rows get paired intervals).
+
+    python benchmarks/quality.py --sweep              # all three logs (about 30 min)
+    python benchmarks/quality.py --log higgs --log movielens
+    python benchmarks/quality.py --search-k           # GridSearchCV over K on the training chunks
+
+The results and what they mean are in docs/quality.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+from _quality_prototypes import (  # noqa: E402
+    MiCRORun,
+    MixtureSetting,
+    SupportGrowthMiCRO,
+    select_affinity,
+    select_phi_decay,
+    training_repeat_rate,
+)
+
+from sklearn_micro import GraphEmbedder, SphericalKMeans  # noqa: E402
+from sklearn_micro._log import check_log, iter_chunks  # noqa: E402
+from sklearn_micro.baselines import (  # noqa: E402
+    ANNRecommender,
+    PopularityRecommender,
+    RecentItemsRecommender,
+)
+from sklearn_micro.datasets import load_higgs, load_movielens, make_engagements  # noqa: E402
+from sklearn_micro.experiment import split_chunks  # noqa: E402
+
+M = 100
+CUTOFFS = (10, 50, 100)
+DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
+ITEM_KINDS = ("repeat", "new", "in chunk before", "older")
+
+
+@dataclass
+class LogSpec:
+    name: str
+    load: object
+    train_chunks: int
+    k: int
+    ks: tuple
+    out: list = field(default_factory=list)
+
+
+LOGS = {
+    "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400)),
+    "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 25,
+                         (10, 25, 100)),
+    "generated": LogSpec("generated", lambda: make_engagements(
+        n_users=20000, n_items=40000, n_chunks=16, n_interests=100, n_engagements=500000,
+        random_state=0), 12, 100, (50, 100, 200)),
+}
+
+
+# --------------------------------------------------------------------------- protocol
+
+class Relevant:
+    """The test log's distinct (user, item) pairs per chunk, with the kind of each item."""
+
+    def __init__(self, train, test):
+        full_user = np.concatenate([train.user, test.user])
+        full_item = np.concatenate([train.item, test.item])
+        full_chunk = np.concatenate([train.chunk, test.chunk]).astype(np.int64)
+        _, u = np.unique(full_user, return_inverse=True)
+        items, it = np.unique(full_item, return_inverse=True)
+        u, it = u.ravel().astype(np.int64), it.ravel().astype(np.int64)
+        n_items = items.shape[0]
+        first_item = np.full(n_items, np.iinfo(np.int64).max)
+        np.minimum.at(first_item, it, full_chunk)
+        key = u * n_items + it
+        first_pair_key, first_pair = _first_of(key, full_chunk)
+        is_test = np.arange(full_chunk.shape[0]) >= len(train)
+        # distinct test pairs per chunk
+        tkey = np.unique(full_chunk[is_test] * (key.max() + 1) + key[is_test])
+        self.chunk = tkey // (key.max() + 1)
+        pkey = tkey % (key.max() + 1)
+        self.user = np.unique(full_user)[pkey // n_items]
+        self.item = items[pkey % n_items]
+        item_code = pkey % n_items
+        chunk_item = np.unique(full_chunk * n_items + it)
+        in_before = np.isin((self.chunk - 1) * n_items + item_code, chunk_item)
+        repeat = first_pair[np.searchsorted(first_pair_key, pkey)] < self.chunk
+        new = first_item[item_code] == self.chunk
+        kind = np.where(repeat, 0, np.where(new, 1, np.where(in_before, 2, 3)))
+        self.kind = kind
+        self.in_before = in_before
+        # warm: any engagement before the chunk
+        first_user = np.full(u.max() + 1, np.iinfo(np.int64).max)
+        np.minimum.at(first_user, u, full_chunk)
+        self.warm_user_first = (np.unique(full_user), first_user)
+
+
+def _first_of(key, chunk):
+    order = np.lexsort((chunk, key))
+    k, c = key[order], chunk[order]
+    start = np.ones(k.shape[0], bool)
+    start[1:] = k[1:] != k[:-1]
+    return k[start], c[start]
+
+
+class Points:
+    """Per-point and per-pair records of one rolling run, shared by all methods."""
+
+    def __init__(self, rel: Relevant):
+        self.rel = rel
+        chunk, user = rel.chunk, rel.user
+        pk = np.unique(np.stack([chunk, np.unique(user, return_inverse=True)[1].ravel()]),
+                       axis=1, return_inverse=True)[1].ravel()
+        # pairs are sorted by chunk then user then item, so points are contiguous
+        self.pair_point = pk
+        starts = np.flatnonzero(np.r_[True, np.diff(pk) != 0])
+        self.point_chunk = chunk[starts]
+        self.point_user = user[starts]
+        self.n_relevant = np.diff(np.r_[starts, pk.shape[0]])
+        users, first = rel.warm_user_first
+        self.point_warm = first[np.searchsorted(users, self.point_user)] < self.point_chunk
+        self.support = np.zeros(starts.shape[0], np.int64)
+        self.ranks: dict[str, np.ndarray] = {}
+
+    def chunk_points(self, chunk):
+        sel = np.flatnonzero(self.point_chunk == chunk)
+        return sel, self.point_user[sel]
+
+    def record(self, name, chunk, items):
+        """Store each relevant pair's rank (0 if not in the list) for the chunk's points."""
+        sel, users = self.chunk_points(chunk)
+        ranks = self.ranks.setdefault(name, np.zeros(self.pair_point.shape[0], np.int32))
+        pairs = np.flatnonzero(self.rel.chunk == chunk)
+        # point position of each pair within the chunk's points
+        local = np.searchsorted(sel, self.pair_point[pairs])
+        row_items = items[local]
+        hit = row_items == self.rel.item[pairs][:, None]
+        found = hit.any(axis=1)
+        ranks[pairs[found]] = hit[found].argmax(axis=1) + 1
+
+
+def rolling(train, test, runners, points: Points, say):
+    test = check_log(test)
+    for chunk, rows in iter_chunks(test.chunk):
+        start = time.perf_counter()
+        sel, users = points.chunk_points(chunk)
+        for runner in runners:
+            for name, items in runner.rows(users).items():
+                points.record(name, chunk, items)
+            if runner.support_source:
+                points.support[sel] = runner.run.support_size(users)
+        for runner in runners:
+            runner.partial_fit(test.take(rows))
+        say(f"  chunk {chunk}: {sel.shape[0]} points, {time.perf_counter() - start:.1f} s")
+
+
+class BaselineRunner:
+    support_source = False
+
+    def __init__(self, name, model):
+        self.name, self.model = name, model
+
+    def rows(self, users):
+        return {self.name: self.model.recommend(users, M)[0]}
+
+    def partial_fit(self, chunk_log):
+        self.model.partial_fit(chunk_log)
+
+
+class MiCRORunner:
+    def __init__(self, run: MiCRORun, settings: dict, *, raw_name=None, support_source=False):
+        self.run, self.settings = run, settings
+        self.raw_name = raw_name
+        self.support_source = support_source
+
+    def rows(self, users):
+        out = {}
+        if self.raw_name:
+            out[self.raw_name] = self.run.model.recommend(users, M)[0]
+        for name, setting in self.settings.items():
+            out[name] = self.run.recommend(users, M, setting)
+        return out
+
+    def partial_fit(self, chunk_log):
+        self.run.partial_fit(chunk_log)
+
+
+# --------------------------------------------------------------------------- statistics
+
+class Bootstrap:
+    """Per-user bootstrap of means over points: one weight matrix (resamples x users)."""
+
+    def __init__(self, point_user, n_boot=1000, seed=0):
+        self.users, self.point_code = np.unique(point_user, return_inverse=True)
+        n = self.users.shape[0]
+        rng = np.random.default_rng(seed)
+        self.W = np.empty((n_boot, n), np.float32)
+        for b in range(n_boot):
+            self.W[b] = np.bincount(rng.integers(0, n, n), minlength=n)
+
+    def replicate(self, values, mask=None):
+        """The mean and its bootstrap replicates."""
+        if mask is None:
+            mask = np.ones(values.shape[0], bool)
+        code = self.point_code[mask]
+        n = self.users.shape[0]
+        sums = np.bincount(code, weights=values[mask], minlength=n)
+        counts = np.bincount(code, minlength=n).astype(np.float64)
+        reps = (self.W @ sums) / np.maximum(self.W @ counts, 1e-12)
+        return float(values[mask].mean()) if mask.any() else np.nan, reps
+
+
+def fmt(mean, reps):
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def fmt_ratio(a, b):
+    (ma, ra), (mb, rb) = a, b
+    r = ra / np.maximum(rb, 1e-12)
+    lo, hi = np.percentile(r, [2.5, 97.5])
+    return f"{ma / mb:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def point_metrics(points: Points, name, cutoff=M, kind=None):
+    """Recall@cutoff and MRR@cutoff per point (restricted to relevant items of ``kind``;
+    points without such items get NaN)."""
+    ranks = points.ranks[name]
+    n_points = points.point_chunk.shape[0]
+    pick = np.ones(ranks.shape[0], bool) if kind is None else points.rel.kind == kind
+    hit = (ranks > 0) & (ranks <= cutoff) & pick
+    n_rel = np.bincount(points.pair_point[pick], minlength=n_points)
+    hits = np.bincount(points.pair_point, weights=hit, minlength=n_points)
+    recall = np.divide(hits, n_rel, out=np.full(n_points, np.nan), where=n_rel > 0)
+    inv = np.where(hit, 1.0 / np.maximum(ranks, 1), 0.0)
+    mrr = np.zeros(n_points)
+    np.maximum.at(mrr, points.pair_point, inv)
+    mrr[n_rel == 0] = np.nan
+    return recall, mrr
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- one log
+
+def embed_and_cluster(train, k_values, say):
+    start = time.perf_counter()
+    embedded = GraphEmbedder(64, random_state=0, n_jobs=-1).fit_transform(train)
+    say(f"graph embedding of {len(embedded.user_ids)} users and {len(embedded.item_ids)} "
+        f"items: {time.perf_counter() - start:.1f} s")
+    clustered = {}
+    for k in k_values:
+        start = time.perf_counter()
+        clustered[k] = SphericalKMeans(k, random_state=0).fit_transform(embedded)
+        say(f"SphericalKMeans(K={k}): {time.perf_counter() - start:.1f} s")
+    return embedded, clustered
+
+
+def micro(clustered, *, growth=False, decay=0.0):
+    return SupportGrowthMiCRO(random_state=0, n_jobs=-1, support_growth=growth,
+                              phi_decay=decay).fit(clustered)
+
+
+def run_log(spec: LogSpec, args, say):
+    log = check_log(spec.load())
+    train, test = split_chunks(log, spec.train_chunks)
+    say(f"## {spec.name}: {len(log):,} engagements, chunks {int(log.chunk.min())}.."
+        f"{int(log.chunk.max())}; fit on the first {spec.train_chunks} ({len(train):,}), "
+        f"test on the rest ({len(test):,})")
+    ks = tuple(sorted(set(spec.ks) | {spec.k}))
+    embedded, clustered = embed_and_cluster(train, ks, say)
+    window = 8
+    lam_hat = training_repeat_rate(train, window=window)
+    say(f"learned personal weight (training repeat rate, window {window}): {lam_hat:.3f}")
+    decay, decay_scores = select_phi_decay(train, DECAY_GRID)
+    say("phi_decay chosen on the training chunks (recall@100 of decayed popularity): "
+        + ", ".join(f"{d:g}: {v:.4f}" for d, v in decay_scores.items()) + f" -> {decay:g}")
+    start = time.perf_counter()
+    gamma_hat, gamma_scores = select_affinity(train, spec.k, phi_decay=decay)
+    say("affinity gamma chosen on held-out training chunks (recall@100, mrr@100): "
+        + ", ".join(f"{g:g}: {r:.4f}, {q:.4f}" for g, (r, q) in gamma_scores.items())
+        + f" -> {gamma_hat:g} ({time.perf_counter() - start:.0f} s)")
+    base = clustered[spec.k]
+
+    def run(model):
+        return MiCRORun(model, train, embedded, personal_window=window,
+                        personal_decay=args.personal_decay, learned_personal=lam_hat)
+
+    P = MixtureSetting
+    gam = args.affinity
+    learned = P(personal="learned")
+    runners = [
+        MiCRORunner(run(micro(base)), {
+            "MiCRO (paper), prototype scorer": P(),
+            f"+ personal (learned, lam={lam_hat:.2f})": learned,
+            f"+ personal (lam={args.personal:g})": P(personal=args.personal),
+            "+ popularity-shaped beta": P(beta_shape="popularity"),
+            f"+ affinity (gamma={gam:g})": P(affinity=gam),
+        }, raw_name="MiCRO (paper)", support_source=True),
+        MiCRORunner(run(micro(base, growth=True)), {"+ support growth": P()}),
+        MiCRORunner(run(micro(base, decay=decay)), {
+            f"+ phi_decay={decay:g} (chosen)": P(),
+            f"recommended: personal (learned) + phi_decay={decay:g}": learned,
+            f"recommended + affinity (gamma={gam:g})": P(personal="learned", affinity=gam),
+            f"recommended + affinity (gamma={gamma_hat:g}, chosen)": P(personal="learned",
+                                                                     affinity=gamma_hat),
+            "recommended + popularity-shaped beta": P(personal="learned",
+                                                      beta_shape="popularity"),
+        }),
+        MiCRORunner(run(micro(base, growth=True, decay=decay)), {
+            "all: recommended + support growth + popularity beta + affinity": P(
+                personal="learned", beta_shape="popularity", affinity=gam)}),
+    ]
+    if args.sweep:
+        runners[0].settings.update(
+            {f"sweep: personal lam={lam:g}": P(personal=lam) for lam in (0.1, 0.2, 0.35, 0.75)})
+        runners[0].settings.update(
+            {f"sweep: affinity gamma={g:g}": P(affinity=g) for g in (1, 2, 8)})
+        for d in DECAY_GRID:
+            if d in (0, decay):
+                continue
+            runners.append(MiCRORunner(run(micro(base, decay=d)), {
+                f"sweep: phi_decay={d:g}": P(),
+                f"sweep: phi_decay={d:g} + personal (learned)": learned}))
+    for k in ks:
+        if k == spec.k:
+            continue
+        runners.append(MiCRORunner(run(micro(clustered[k])), {f"K={k}: MiCRO (paper)": P()}))
+        runners.append(MiCRORunner(run(micro(clustered[k], decay=decay)),
+                                   {f"K={k}: recommended": learned,
+                                    f"K={k}: recommended + affinity (gamma={gam:g})": P(
+                                        personal="learned", affinity=gam)}))
+    runners += [
+        BaselineRunner("ANN", ANNRecommender(random_state=0).fit(embedded)),
+        BaselineRunner("Popularity", PopularityRecommender().fit(train)),
+        BaselineRunner("Popularity (window 4)", PopularityRecommender(window=4).fit(train)),
+        BaselineRunner("RecentItems", RecentItemsRecommender().fit(train)),
+    ]
+    rel = Relevant(train, test)
+    points = Points(rel)
+    start = time.perf_counter()
+    rolling(train, test, runners, points, say)
+    say(f"rolling evaluation of {len(points.ranks)} rows: {time.perf_counter() - start:.1f} s")
+    report(spec, points, args, say)
+
+
+def report(spec, points: Points, args, say):
+    boot = Bootstrap(points.point_user, n_boot=args.n_boot)
+    names = list(points.ranks)
+    metric = {name: point_metrics(points, name) for name in names}
+    stats = {name: (boot.replicate(r), boot.replicate(q)) for name, (r, q) in metric.items()}
+    out = []
+    out.append(f"\n### {spec.name}: ablation (K = {spec.k}), all points\n")
+    out.append(f"{points.point_chunk.shape[0]} points, {np.unique(points.point_user).shape[0]} "
+               f"users, {int(points.point_warm.sum())} warm points\n")
+    ref = "MiCRO (paper)"
+    rows = []
+    for name in names:
+        (r, q) = stats[name]
+        rows.append([name, fmt(*r), fmt(*q), fmt_ratio(r, stats[ref][0]),
+                     fmt_ratio(q, stats[ref][1])])
+    out.append(table(["method", "recall@100", "mrr@100", "recall / paper", "mrr / paper"],
+                     rows))
+    # targets for each MiCRO row against the baselines
+    out.append("\nRatios to the best of ANN and Popularity (window 1) and to RecentItems, "
+               "paired bootstrap:\n")
+    best_r = max(("ANN", "Popularity"), key=lambda n: stats[n][0][0])
+    best_q = max(("ANN", "Popularity"), key=lambda n: stats[n][1][0])
+    rows = []
+    for name in names:
+        if name in ("ANN", "Popularity", "Popularity (window 4)", "RecentItems"):
+            continue
+        r, q = stats[name]
+        rows.append([name, fmt_ratio(r, stats[best_r][0]), fmt_ratio(q, stats[best_q][1]),
+                     fmt_ratio(r, stats["RecentItems"][0]),
+                     fmt_ratio(q, stats["RecentItems"][1])])
+    out.append(table(["method", f"recall / {best_r}", f"mrr / {best_q}",
+                      "recall / RecentItems", "mrr / RecentItems"], rows))
+    # diagnosis
+    diag = [ref, *args.diagnose_rows(names), "ANN", "Popularity", "RecentItems"]
+    diag = [d for i, d in enumerate(diag) if d in names and d not in diag[:i]]
+    warm = points.point_warm
+    out.append(f"\n### {spec.name}: diagnosis, warm and cold points (recall@100 / mrr@100)\n")
+    rows = []
+    for name in diag:
+        r, q = metric[name]
+        row = [name]
+        for mask in (warm, ~warm):
+            row += [fmt(*boot.replicate(r, mask)), fmt(*boot.replicate(q, mask))]
+        rows.append(row)
+    out.append(table(["method", f"warm recall ({int(warm.sum())})", "warm mrr",
+                      f"cold recall ({int((~warm).sum())})", "cold mrr"], rows))
+    size = points.support
+    buckets = [("1 interest", warm & (size == 1)), ("2-3", warm & (size >= 2) & (size <= 3)),
+               ("4-9", warm & (size >= 4) & (size <= 9)), ("10+", warm & (size >= 10)),
+               ("no support", warm & (size == 0))]
+    buckets = [(b, msk) for b, msk in buckets if msk.any()]
+    out.append(f"\n### {spec.name}: warm points by the size of the user's support in "
+               "MiCRO (paper) (recall@100 / mrr@100)\n")
+    rows = []
+    for name in diag:
+        r, q = metric[name]
+        rows.append([name] + [f"{fmt(*boot.replicate(r, msk))} / "
+                              f"{np.nanmean(q[msk]):.3f}" for _, msk in buckets])
+    out.append(table(["method"] + [f"{b} ({int(msk.sum())})" for b, msk in buckets], rows))
+    kinds = points.rel.kind
+    share = [np.mean(kinds == j) for j in range(4)]
+    out.append(f"\n### {spec.name}: recall@100 by kind of relevant item (points with at "
+               "least one such item)\n")
+    out.append("Share of the relevant (user, item) pairs: " + ", ".join(
+        f"{ITEM_KINDS[j]} {share[j]:.3f}" for j in range(4))
+        + f"; engaged by anyone in the chunk before (any kind): "
+        f"{points.rel.in_before.mean():.3f}\n")
+    rows = []
+    for name in diag:
+        row = [name]
+        for j in range(4):
+            r, _ = point_metrics(points, name, kind=j)
+            msk = ~np.isnan(r)
+            row.append(fmt(*boot.replicate(r, msk)) if msk.any() else "-")
+        rows.append(row)
+    counts = [int((~np.isnan(point_metrics(points, ref, kind=j)[0])).sum()) for j in range(4)]
+    out.append(table(["method"] + [f"{ITEM_KINDS[j]} ({counts[j]})" for j in range(4)], rows))
+    out.append(f"\n### {spec.name}: by cut-off M (recall@M / mrr@M)\n")
+    rows = []
+    for name in diag:
+        row = [name]
+        for c in CUTOFFS:
+            r, q = point_metrics(points, name, cutoff=c)
+            row.append(f"{fmt(*boot.replicate(r))} / {q.mean():.3f}")
+        rows.append(row)
+    out.append(table(["method"] + [f"M={c}" for c in CUTOFFS], rows))
+    text = "\n".join(out)
+    say(text)
+    spec.out.append(text)
+
+
+def search_k(spec: LogSpec, say):
+    """K chosen by GridSearchCV over ``spec.ks`` on the training chunks only, as
+    examples/grid_search_k.py does: ChunkSplit(n_splits=2, test_chunks=1), the rolling
+    scorer, MiCRO with the phi_decay chosen on the same chunks."""
+    import tempfile
+
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
+
+    from sklearn_micro import MiCRO
+    from sklearn_micro.model_selection import ChunkSplit, make_rolling_scorer
+
+    log = check_log(spec.load())
+    train, _ = split_chunks(log, spec.train_chunks)
+    decay, _ = select_phi_decay(train, DECAY_GRID)
+    X = np.column_stack([train.user, train.item, train.chunk])
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as cache:
+        pipe = Pipeline([("embed", GraphEmbedder(64, random_state=0, n_jobs=-1)),
+                         ("interests", SphericalKMeans(random_state=0)),
+                         ("micro", MiCRO(random_state=0, n_jobs=-1))], memory=cache)
+        search = GridSearchCV(
+            pipe, {"interests__n_clusters": list(spec.ks), "micro__phi_decay": [0.0, decay]},
+            cv=ChunkSplit(n_splits=2, test_chunks=1), scoring=make_rolling_scorer(m_values=100),
+            refit=False).fit(X)
+    res = search.cv_results_
+    rows = [[p["interests__n_clusters"], p["micro__phi_decay"],
+             f"{res['mean_test_recall@100'][j]:.4f}", f"{res['mean_test_mrr@100'][j]:.4f}"]
+            for j, p in enumerate(res["params"])]
+    say(f"\n### {spec.name}: K by GridSearchCV on the training chunks "
+        f"({time.perf_counter() - start:.0f} s)\n")
+    say(table(["K", "phi_decay", "mean recall@100", "mean mrr@100"], rows))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log", action="append", choices=sorted(LOGS))
+    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--personal", type=float, default=0.5)
+    parser.add_argument("--personal-decay", type=float, default=0.5)
+    parser.add_argument("--affinity", type=float, default=4.0)
+    parser.add_argument("--sweep", action="store_true",
+                        help="add rows sweeping lam, gamma and phi_decay")
+    parser.add_argument("--search-k", action="store_true",
+                        help="only run GridSearchCV over K on the training chunks")
+    parser.add_argument("--k", type=int, default=None, help="K for every log (default: per log)")
+    args = parser.parse_args(argv)
+    args.diagnose_rows = lambda names: [n for n in names if n.startswith("recommended:")]
+    for name in args.log or ["higgs", "movielens", "generated"]:
+        spec = LOGS[name]
+        if args.k:
+            spec.k = args.k
+        if args.search_k:
+            search_k(spec, lambda *a: print(*a, flush=True))
+            continue
+        run_log(spec, args, lambda *a: print(*a, flush=True))
+
+
+if __name__ == "__main__":
+    main()
