@@ -39,7 +39,7 @@ _BLOCK_BYTES = 16 * 2**20
 # Bytes of the per-row upper bounds (rows x centroid groups) kept during fit.
 _BOUND_BYTES = 64 * 2**20
 # max_fit_samples="auto": this many rows per cluster, and at least _AUTO_MIN_SAMPLES.
-_AUTO_SAMPLES_PER_CLUSTER = 256
+_AUTO_SAMPLES_PER_CLUSTER = 64
 _AUTO_MIN_SAMPLES = 100_000
 
 
@@ -107,7 +107,10 @@ class _Groups:
         )
         group = np.zeros(n_clusters, np.int64)
         if n_groups > 1:
-            seeds = kmeans_plusplus(centers, n_groups, random_state=0)[0]
+            with threadpool_limits(1, user_api="blas"):
+                seeds, _ = kmeans_plusplus(
+                    centers.astype(np.float64), n_groups, random_state=0
+                )
             for _ in range(5):
                 group = np.argmax(centers @ seeds.T, axis=1)
                 sums = np.zeros(seeds.shape)
@@ -168,15 +171,19 @@ def _init_centroids(X, nonzero, n_clusters, init, init_size, random_state):
     init_size = max(init_size, n_clusters)
     if init_size < rows.shape[0]:
         rows = np.sort(random_state.choice(rows, size=init_size, replace=False))
-    # on unit rows the squared Euclidean distance is 2 * (1 - cos): the same draws as
-    # k-means++ with the cosine distance
-    seeds = X[rows]
-    return kmeans_plusplus(
-        seeds,
-        n_clusters,
-        x_squared_norms=np.ones(seeds.shape[0], dtype=seeds.dtype),
-        random_state=random_state,
-    )[0]
+    # On unit rows the squared Euclidean distance is 2 * (1 - cos): the same draws as
+    # k-means++ with the cosine distance. In float64, since scikit-learn computes float32
+    # distances by upcasting small blocks (many times slower), and with one BLAS thread,
+    # since the products are small.
+    candidates = X[rows].astype(np.float64)
+    with threadpool_limits(1, user_api="blas"):
+        centers, _ = kmeans_plusplus(
+            candidates,
+            n_clusters,
+            x_squared_norms=np.ones(candidates.shape[0]),
+            random_state=random_state,
+        )
+    return centers.astype(X.dtype)
 
 
 def _reseed_empty(X, centers, nonzero, empty, labels, lower, upper, sums, counts):
@@ -313,7 +320,7 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
     max_fit_samples : int, "auto" or None, default="auto"
         Fit the centroids on at most this many rows drawn at random without replacement,
         then assign every row to its best centroid once. "auto" means
-        ``max(256 * n_clusters, 100_000)`` rows; None fits on every row (the exact
+        ``max(64 * n_clusters, 100_000)`` rows; None fits on every row (the exact
         algorithm, whose cost per iteration grows with ``n_samples * n_clusters``). With
         at most that many rows, the fit is the same as with None.
     n_jobs : int or None, default=None
