@@ -8,8 +8,10 @@ trains on the first 169. This script draws fave-shaped logs with `make_engagemen
    seconds per epoch (wall and CPU), and peak memory above the log, for ALS and BPR.
 2. `SphericalKMeans` on the ALS item vectors of (1) at each ``--ks``: the fit on a sample
    (``max_fit_samples="auto"``) and, where ``n_items * K`` is at most ``--exact-limit``,
-   the exact fit on every item; time, iterations, objective (mean cosine of an item to its
-   centroid) and peak memory, with the time projected to the full 13M items.
+   the exact fit on every item; time by step (seeding, iterations, assignment of every
+   item), objective (mean cosine of an item to its centroid) and peak memory, with the time
+   projected to the full 13M items. From K = 20,000 the runs seed with random rows and
+   time 3 iterations (k-means++ and 25 iterations there take too long for a benchmark).
 3. With ``--quality``: the fit on samples of several sizes against the exact fit, in
    objective and in MiCRO's downstream recall@100 under the rolling protocol, on the Higgs
    log (6-hour chunks, trained on chunks 0-18) and on a generated log, over seeds.
@@ -18,7 +20,7 @@ Each measurement runs in a fresh process, so that its peak memory (VmHWM, reset 
 inputs are loaded) is its own. The machine is shared: compare rows of one run.
 
     python -m benchmarks.embedding_clustering [--scales 0.01 0.05] [--epochs 3]
-        [--ks 1000 5000 25000] [--n-jobs -1] [--exact-limit 2e10] [--quality]
+        [--ks 1000 5000 25000] [--n-jobs -1] [--exact-limit 1.5e9] [--quality]
 """
 
 from __future__ import annotations
@@ -89,24 +91,46 @@ def _worker_embed(args) -> dict:
     }
 
 
+def _timed(function, seconds: list):
+    """``function``, adding the CPU seconds of the process during each call to
+    ``seconds[0]`` (all threads: on a busy machine, wall seconds mostly measure the others).
+    """
+
+    def wrapper(*args, **kwargs):
+        start = time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            seconds[0] += time.process_time() - start
+
+    return wrapper
+
+
 def _worker_kmeans(args) -> dict:
-    from sklearn_micro.cluster import SphericalKMeans
+    from sklearn_micro import cluster
+
+    # time the three steps of a fit: seeding, the iterations, the assignment of every row
+    init, iterations, assign = [0.0], [0.0], [0.0]
+    cluster._init_centroids = _timed(cluster._init_centroids, init)
+    cluster._spherical_kmeans_single = _timed(cluster._spherical_kmeans_single, iterations)
+    cluster.SphericalKMeans._labels = _timed(cluster.SphericalKMeans._labels, assign)
 
     X = np.load(args.vectors)
     base = _reset_peak()
     limit = None if args.max_fit_samples == "none" else (
         "auto" if args.max_fit_samples == "auto" else int(args.max_fit_samples))
-    km = SphericalKMeans(args.k, max_fit_samples=limit, init=args.init,
-                         n_jobs=args.n_jobs, random_state=0)
+    km = cluster.SphericalKMeans(args.k, max_fit_samples=limit, init=args.init,
+                                 max_iter=args.max_iter, n_jobs=args.n_jobs, random_state=0)
     start = time.perf_counter()
+    cpu = time.process_time()
     km.fit(X)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
     peak = _status("VmHWM") - base
-    start = time.perf_counter()
-    km.predict(X)
-    assign = time.perf_counter() - start
+    if km.n_fit_samples_ == X.shape[0]:
+        km.predict(X)  # what one assignment of every row costs, for the projection
     return {
-        "n": X.shape[0], "fit": seconds, "assign": assign, "n_iter": km.n_iter_,
+        "n": X.shape[0], "fit": seconds, "cpu": cpu_seconds, "init": init[0],
+        "iterations": iterations[0], "assign": assign[0], "n_iter": km.n_iter_,
         "n_fit": km.n_fit_samples_, "objective": 1 - km.inertia_ / X.shape[0],
         "peak": peak, "vectors": X.nbytes,
     }
@@ -168,35 +192,49 @@ def embedding_table(logs: dict, args, folder: Path) -> dict:
 
 def kmeans_table(vectors: dict, args) -> None:
     print(f"\n### Spherical k-means on the ALS item vectors (128 dimensions, float32), "
-          f"n_jobs={args.n_jobs}\n")
-    print("| scale | items | K | fit | rows fitted | iterations | fit s | of which assign s | "
-          "objective | peak MB | vectors MB | projected s at 13M items |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          f"n_jobs={args.n_jobs}; CPU seconds unless marked wall\n")
+    print("| scale | items | K | fit | rows fitted | seeding | iterations | per iteration "
+          "| assign all | fit | fit, wall s | objective | peak MB | vectors MB | "
+          "projected at 13M items |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for scale, path in vectors.items():
+        n = np.load(path, mmap_mode="r").shape[0]
         for k in args.ks:
-            n = np.load(path, mmap_mode="r").shape[0]
             settings = [("auto", "sample")]
             if n * k <= args.exact_limit:
                 settings.append(("none", "exact"))
             for limit, name in settings:
                 init = "random" if k >= args.random_init_from else "k-means++"
+                max_iter = 25 if k < args.few_iterations_from else 3
                 r = _run("--worker", "kmeans", "--vectors", path, "--k", k,
                          "--max-fit-samples", limit, "--n-jobs", args.n_jobs,
-                         "--init", init)
+                         "--init", init, "--max-iter", max_iter)
+                per_iteration = r["iterations"] / r["n_iter"]
+                # At 13M items: the same seeding, 25 iterations on the sample (as large as
+                # here unless capped by the items: then grown with it), one assignment of
+                # 13M items; the exact fit grows with the items throughout.
                 grow = PAPER["items"] / r["n"]
-                if name == "sample":
-                    # the iterations on the sample do not grow with the items; the
-                    # assignment of every item does
-                    projected = r["fit"] - r["assign"] + grow * r["assign"]
-                    assign = f"{r['assign']:.1f}"
-                else:
-                    projected = grow * r["fit"]
-                    assign = "—"
-                label = name + ("" if init == "k-means++" else ", random init")
+                n_fit = min(PAPER["items"], _auto_samples(k)) if name == "sample" else (
+                    PAPER["items"])
+                projected = (r["init"] + 25 * per_iteration * n_fit / r["n_fit"]
+                             + grow * r["assign"])
+                assign = f"{r['assign']:.1f}" if r["n_fit"] < r["n"] else "—"
+                if name == "exact":
+                    projected -= grow * r["assign"]
+                elif r["n_fit"] == r["n"]:
+                    name = "sample = every item"
+                label = name + ("" if init == "k-means++" else ", random seeds")
                 print(f"| {_fraction(scale)} | {r['n']:,} | {k:,} | {label} | "
-                      f"{r['n_fit']:,} | {r['n_iter']} | {r['fit']:.1f} | {assign} | "
-                      f"{r['objective']:.4f} | {_mb(r['peak'])} | {_mb(r['vectors'])} | "
-                      f"{projected:,.0f} |", flush=True)
+                      f"{r['n_fit']:,} | {r['init']:.1f} | {r['n_iter']} | "
+                      f"{per_iteration:.2f} | {assign} | {r['cpu']:.1f} | "
+                      f"{r['fit']:.1f} | {r['objective']:.4f} | {_mb(r['peak'])} | "
+                      f"{_mb(r['vectors'])} | {projected:,.0f} |", flush=True)
+
+
+def _auto_samples(k: int) -> int:
+    from sklearn_micro.cluster import SphericalKMeans
+
+    return SphericalKMeans(k)._n_fit_samples(np.iinfo(np.int64).max)
 
 
 def _micro_recall(embedded, test, k, limit, seed):
@@ -255,10 +293,12 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--ks", type=int, nargs="+", default=[1000, 5000, 25000])
     parser.add_argument("--n-jobs", type=int, default=-1)
-    parser.add_argument("--exact-limit", type=float, default=2e10,
+    parser.add_argument("--exact-limit", type=float, default=1.5e9,
                         help="largest n_items * K given an exact fit")
-    parser.add_argument("--random-init-from", type=int, default=10**9,
-                        help="K from which the k-means runs start from random rows")
+    parser.add_argument("--random-init-from", type=int, default=20_000,
+                        help="K from which the k-means runs seed with random rows")
+    parser.add_argument("--few-iterations-from", type=int, default=20_000,
+                        help="K from which only 3 iterations are run and timed")
     parser.add_argument("--quality", action="store_true")
     parser.add_argument("--quality-scale", type=float, default=0.01)
     parser.add_argument("--seeds", type=int, default=3)
@@ -274,6 +314,7 @@ def main(argv=None):
     parser.add_argument("--k", type=int)
     parser.add_argument("--max-fit-samples", default="auto")
     parser.add_argument("--init", default="k-means++")
+    parser.add_argument("--max-iter", type=int, default=25)
     args = parser.parse_args(argv)
 
     if args.worker:
