@@ -167,8 +167,9 @@ def test_n_jobs_validated(log_and_groups):
         GraphEmbedder(iterations=0).fit(log)
 
 
-def test_alpha_as_implicit_weighs_it(log_and_groups):
-    # the matrix is weighted by alpha before implicit sees it; the same as implicit's alpha
+def test_same_vectors_as_implicit(log_and_groups):
+    # the matrix is weighted by alpha, and the initial vectors drawn, before implicit sees
+    # them: the same as implicit's alpha and its own draw
     from implicit.cpu.als import AlternatingLeastSquares
     from sklearn.utils import check_random_state
     from threadpoolctl import threadpool_limits
@@ -181,8 +182,8 @@ def test_alpha_as_implicit_weighs_it(log_and_groups):
         model = AlternatingLeastSquares(factors=5, regularization=0.01, alpha=2.0,
                                         iterations=3, num_threads=1, random_state=seed)
         model.fit(counts, show_progress=False)
-    np.testing.assert_allclose(embedder.item_vectors_, model.item_factors, rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_array_equal(embedder.item_vectors_, model.item_factors)
+    np.testing.assert_array_equal(embedder.user_vectors_, model.user_factors)
 
 
 def test_engagement_matrix_is_built_in_int32_blocks(monkeypatch):
