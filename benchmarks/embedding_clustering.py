@@ -21,7 +21,9 @@ Each measurement runs in a fresh process, so that its peak memory (VmHWM, reset 
 inputs are loaded) is its own. The machine is shared: compare rows of one run.
 
     python -m benchmarks.embedding_clustering [--scales 0.01 0.05] [--epochs 3]
-        [--ks 1000 5000 25000] [--n-jobs -1] [--exact-limit 1.5e9] [--quality]
+        [--ks 1000 5000 25000] [--n-jobs -1] [--exact-limit 1.5e9] [--save-vectors DIR]
+    python -m benchmarks.embedding_clustering --vectors-dir DIR --scales 0.05  # k-means only
+    python -m benchmarks.embedding_clustering --skip-embedding --quality [--seeds 3]
 """
 
 from __future__ import annotations
@@ -178,7 +180,9 @@ def embedding_table(logs: dict, args, folder: Path) -> dict:
     vectors = {}
     for scale, path in logs.items():
         for method in ("als", "bpr"):
-            save = folder / f"items_{scale}.npy" if method == "als" else ""
+            keep = Path(args.save_vectors or folder)
+            keep.mkdir(parents=True, exist_ok=True)
+            save = keep / f"items_{scale}.npy" if method == "als" else ""
             r = _run("--worker", "embed", "--log", path, "--method", method,
                      "--epochs", args.epochs, "--n-jobs", args.n_jobs, "--save", save)
             if save:
@@ -202,7 +206,7 @@ def kmeans_table(vectors: dict, args) -> None:
         n = np.load(path, mmap_mode="r").shape[0]
         for k in args.ks:
             settings = [("auto", "sample")]
-            if n * k <= args.exact_limit:
+            if n * k <= args.exact_limit and _auto_samples(k) < n:
                 settings.append(("none", "exact"))
             for limit, name in settings:
                 init = "random" if k >= args.random_init_from else "k-means++"
@@ -269,7 +273,7 @@ def epochs_table(cases, args) -> None:
           f"(mean ± sd over {args.seeds} seeds)\n")
     print("| log | K | epochs | embedding CPU s | objective | recall@100 |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name, (train, test), ks in cases:
+    for name, (train, test), ks in cases[: args.epochs_logs]:
         for epochs in (5, 10, 15, 20):
             seconds, runs = _embedding_recall(train, test, epochs, ks[-1], range(args.seeds))
             mean, sd = runs.mean(axis=0), runs.std(axis=0)
@@ -328,9 +332,15 @@ def main(argv=None):
     parser.add_argument("--quality", action="store_true")
     parser.add_argument("--quality-scale", type=float, default=0.01)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--epochs-logs", type=int, default=2,
+                        help="on how many logs (Higgs first) to compare the ALS epochs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-embedding", action="store_true",
                         help="only the quality table")
+    parser.add_argument("--save-vectors", default="",
+                        help="keep the ALS item vectors in this folder (items_<scale>.npy)")
+    parser.add_argument("--vectors-dir", default="",
+                        help="k-means table only, on the item vectors kept by --save-vectors")
     # a measurement in a fresh process
     parser.add_argument("--worker", choices=["embed", "kmeans"])
     parser.add_argument("--log")
@@ -348,7 +358,10 @@ def main(argv=None):
         print(json.dumps(result))
         return
 
-    if not args.skip_embedding:
+    if args.vectors_dir:
+        vectors = {scale: Path(args.vectors_dir) / f"items_{scale}.npy" for scale in args.scales}
+        kmeans_table(vectors, args)
+    elif not args.skip_embedding:
         with tempfile.TemporaryDirectory() as folder:
             folder = Path(folder)
             logs = {}

@@ -315,8 +315,10 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         Rows whose similarities to all centroids are computed at once with BLAS. "auto" keeps
         a block of similarities (rows x ``n_clusters``) at about 16 MB.
     init_size : int or None, default=None
-        Number of rows drawn at random for k-means++ seeding; None means
-        ``max(3 * n_clusters, 10_000)`` (all rows when there are fewer).
+        Number of rows drawn at random for k-means++ seeding (at least ``n_clusters``);
+        None means ``max(3 * n_clusters, 10_000)`` (all rows when there are fewer). Seeding
+        costs about ``10 * n_clusters * init_size * n_features`` multiply-adds: at
+        K = 25,000 it is slower than the iterations, and ``init="random"`` is the choice.
     max_fit_samples : int, "auto" or None, default="auto"
         Fit the centroids on at most this many rows drawn at random without replacement,
         then assign every row to its best centroid once. "auto" means
