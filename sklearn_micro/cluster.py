@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 from numbers import Integral, Real
 
+import numba
 import numpy as np
+from joblib import effective_n_jobs
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -13,10 +16,12 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
+from sklearn.cluster import kmeans_plusplus
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 from ._kernels.kmeans import (
     best_rows,
@@ -33,6 +38,25 @@ __all__ = ["SphericalKMeans"]
 _BLOCK_BYTES = 16 * 2**20
 # Bytes of the per-row upper bounds (rows x centroid groups) kept during fit.
 _BOUND_BYTES = 64 * 2**20
+# max_fit_samples="auto": this many rows per cluster, and at least _AUTO_MIN_SAMPLES.
+_AUTO_SAMPLES_PER_CLUSTER = 64
+_AUTO_MIN_SAMPLES = 100_000
+
+
+@contextmanager
+def _threads(n_threads: int):
+    """Hold BLAS and numba's parallel kernels to ``n_threads`` threads each.
+
+    BLAS products and numba kernels alternate and never run at once, so each may use every
+    thread given without oversubscribing the cores.
+    """
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        with threadpool_limits(n_threads, user_api="blas"):
+            yield
+    finally:
+        numba.set_num_threads(previous)
 
 
 def _normalize_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,15 +74,21 @@ def _block_rows(block_size, n_clusters: int, itemsize: int) -> int:
     return int(block_size)
 
 
-def _assign_all(X, centers, block_rows, labels, best):
-    """Best centroid of every row, by blocks of ``block_rows`` rows with BLAS."""
+def _assign_all(X, centers, block_rows, labels, best, progress=None):
+    """Best centroid of every row of ``X`` and its cosine similarity, by blocks with BLAS.
+
+    Each block of rows is scaled to unit norm on its own, so no normalized copy of ``X`` is
+    made. ``progress`` (a tqdm bar, or None) ticks once per row.
+    """
     n = X.shape[0]
     buf = np.empty((min(block_rows, n), centers.shape[0]), dtype=X.dtype)
     for start in range(0, n, block_rows):
         stop = min(start + block_rows, n)
         S = buf[: stop - start]
-        np.matmul(X[start:stop], centers.T, out=S)
+        np.matmul(_normalize_rows(X[start:stop])[0], centers.T, out=S)
         best_rows(S, labels[start:stop], best[start:stop])
+        if progress is not None:
+            progress.update(stop - start)
 
 
 class _Groups:
@@ -77,7 +107,10 @@ class _Groups:
         )
         group = np.zeros(n_clusters, np.int64)
         if n_groups > 1:
-            seeds = _kmeans_plusplus(centers, n_groups, np.random.RandomState(0))
+            with threadpool_limits(1, user_api="blas"):
+                seeds, _ = kmeans_plusplus(
+                    centers.astype(np.float64), n_groups, random_state=0
+                )
             for _ in range(5):
                 group = np.argmax(centers @ seeds.T, axis=1)
                 sums = np.zeros(seeds.shape)
@@ -122,40 +155,6 @@ def _inertia(X, centers, labels) -> float:
     return float(np.sum(1.0 - own))
 
 
-def _kmeans_plusplus(X, n_clusters, random_state, n_local_trials=None):
-    """Greedy k-means++ seeding with the cosine distance ``1 - sim`` on unit rows."""
-    # many small products: BLAS threads cost more than they bring
-    with threadpool_limits(1, user_api="blas"):
-        return _kmeans_plusplus_steps(X, n_clusters, random_state, n_local_trials)
-
-
-def _kmeans_plusplus_steps(X, n_clusters, random_state, n_local_trials):
-    n, d = X.shape
-    if n_local_trials is None:
-        n_local_trials = 2 + int(np.log(n_clusters))
-    centers = np.empty((n_clusters, d), dtype=X.dtype)
-    first = random_state.randint(n)
-    centers[0] = X[first]
-    closest = np.maximum(1.0 - X @ X[first], 0.0)
-    pot = float(closest.sum(dtype=np.float64))
-    for c in range(1, n_clusters):
-        if pot > 0:
-            draws = random_state.uniform(size=n_local_trials) * pot
-            candidates = np.searchsorted(np.cumsum(closest, dtype=np.float64), draws)
-            np.minimum(candidates, n - 1, out=candidates)
-        else:
-            # every row coincides with a chosen center
-            candidates = random_state.randint(n, size=n_local_trials)
-        dist = 1.0 - X[candidates] @ X.T
-        np.clip(dist, 0.0, closest, out=dist)
-        pots = dist.sum(axis=1, dtype=np.float64)
-        best = int(np.argmin(pots))
-        closest = dist[best]
-        pot = float(pots[best])
-        centers[c] = X[candidates[best]]
-    return centers
-
-
 def _init_centroids(X, nonzero, n_clusters, init, init_size, random_state):
     """Unit-norm initial centroids drawn from the nonzero rows of ``X``."""
     n, d = X.shape
@@ -163,14 +162,28 @@ def _init_centroids(X, nonzero, n_clusters, init, init_size, random_state):
     if rows.shape[0] == 0:
         centers = random_state.standard_normal((n_clusters, d)).astype(X.dtype)
         return _normalize_rows(centers)[0]
-    if init == "random":
+    if init == "random" or rows.shape[0] < n_clusters:
+        # (fewer directions than clusters: some rows must seed two clusters)
         pick = random_state.choice(rows, size=n_clusters, replace=rows.shape[0] < n_clusters)
         return X[pick].copy()
     if init_size is None:
         init_size = max(3 * n_clusters, 10_000)
+    init_size = max(init_size, n_clusters)
     if init_size < rows.shape[0]:
         rows = np.sort(random_state.choice(rows, size=init_size, replace=False))
-    return _kmeans_plusplus(X[rows], n_clusters, random_state)
+    # On unit rows the squared Euclidean distance is 2 * (1 - cos): the same draws as
+    # k-means++ with the cosine distance. In float64, since scikit-learn computes float32
+    # distances by upcasting small blocks (many times slower), and with one BLAS thread,
+    # since the products are small.
+    candidates = X[rows].astype(np.float64)
+    with threadpool_limits(1, user_api="blas"):
+        centers, _ = kmeans_plusplus(
+            candidates,
+            n_clusters,
+            x_squared_norms=np.ones(candidates.shape[0]),
+            random_state=random_state,
+        )
+    return centers.astype(X.dtype)
 
 
 def _reseed_empty(X, centers, nonzero, empty, labels, lower, upper, sums, counts):
@@ -201,7 +214,8 @@ def _spherical_kmeans_single(X, centers, nonzero, *, max_iter, tol, block_rows, 
     """One run of spherical k-means from ``centers``.
 
     Returns ``(labels, inertia, centers, n_iter)``; the labels are the best centroids of the
-    returned centers.
+    returned centers. ``verbose`` shows a progress bar with one tick per iteration, and
+    from 2 on prints the inertia after each.
     """
     n = X.shape[0]
     n_clusters = centers.shape[0]
@@ -211,9 +225,15 @@ def _spherical_kmeans_single(X, centers, nonzero, *, max_iter, tol, block_rows, 
     upper = np.empty((n, groups.n_groups), dtype=X.dtype)
     stale = np.empty(n, np.int64)
     _assign_bounded(X, None, centers, groups, block_rows, labels, lower, upper)
-    if verbose:
+    if verbose > 1:
         print("Initialization complete")
 
+    progress = tqdm(
+        total=max_iter,
+        desc=f"spherical k-means (K={n_clusters:,}, {n:,} rows)",
+        unit="iter",
+        disable=not verbose,
+    )
     n_iter = 0
     for it in range(max_iter):
         sums, counts = centroid_sums(X, labels, n_clusters)
@@ -232,20 +252,23 @@ def _spherical_kmeans_single(X, centers, nonzero, *, max_iter, tol, block_rows, 
             X, stale[:m], centers, groups, block_rows, labels, lower, upper
         )
         n_iter = it + 1
-        if verbose:
+        progress.update(1)
+        progress.set_postfix(moved=changed, recomputed=m, refresh=False)
+        if verbose > 1:
             print(f"Iteration {it}, inertia {_inertia(X, centers, labels):.6g}.")
         if changed == 0:
-            if verbose:
+            if verbose > 1:
                 print(f"Converged at iteration {it}: strict convergence.")
             break
         center_shift = float(np.sum(shift**2))
         if center_shift <= tol:
-            if verbose:
+            if verbose > 1:
                 print(
                     f"Converged at iteration {it}: center shift {center_shift:.3g} within "
                     f"tolerance {tol:.3g}."
                 )
             break
+    progress.close()
     return labels, _inertia(X, centers, labels), centers, n_iter
 
 
@@ -269,8 +292,9 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
     init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
             default="k-means++"
         Initial centroids. "k-means++" seeds greedily with probability proportional to the
-        cosine distance to the nearest chosen centroid, on at most ``init_size`` rows drawn
-        at random; "random" takes ``n_clusters`` distinct rows at random. An array gives the
+        cosine distance to the nearest chosen centroid (`sklearn.cluster.kmeans_plusplus` on
+        the unit rows), on at most ``init_size`` rows drawn at random; "random" takes
+        ``n_clusters`` distinct rows at random. An array gives the
         centroids (scaled to unit norm) and runs once.
     n_init : int, default=1
         Number of runs from different seeds; the run of lowest inertia is kept.
@@ -281,26 +305,43 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         most ``tol`` times the mean feature variance of the unit rows (as in
         `sklearn.cluster.KMeans`), or when no row changes cluster.
     random_state : int, RandomState instance or None, default=None
-        Seeds the initialization. Pass an int for reproducible results.
+        Seeds the initialization and the rows drawn by ``max_fit_samples``. Pass an int for
+        reproducible results.
     verbose : int, default=0
-        Print the inertia after each iteration when positive.
+        When positive, progress bars on stderr: one tick per iteration, then one for the
+        assignment of all rows after a fit on a sample. From 2 on, also print the inertia
+        after each iteration.
     block_size : int or "auto", default="auto"
         Rows whose similarities to all centroids are computed at once with BLAS. "auto" keeps
         a block of similarities (rows x ``n_clusters``) at about 16 MB.
     init_size : int or None, default=None
-        Number of rows drawn at random for k-means++ seeding; None means
-        ``max(3 * n_clusters, 10_000)`` (all rows when there are fewer).
+        Number of rows drawn at random for k-means++ seeding (at least ``n_clusters``);
+        None means ``max(3 * n_clusters, 10_000)`` (all rows when there are fewer). Seeding
+        costs about ``10 * n_clusters * init_size * n_features`` multiply-adds: at
+        K = 25,000 it is slower than the iterations, and ``init="random"`` is the choice.
+    max_fit_samples : int, "auto" or None, default="auto"
+        Fit the centroids on at most this many rows drawn at random without replacement,
+        then assign every row to its best centroid once. "auto" means
+        ``max(64 * n_clusters, 100_000)`` rows; None fits on every row (the exact
+        algorithm, whose cost per iteration grows with ``n_samples * n_clusters``). With
+        at most that many rows, the fit is the same as with None.
+    n_jobs : int or None, default=None
+        Threads of the BLAS products and of the compiled steps (they alternate, never
+        overlap). None means 1 unless in a `joblib.parallel_config` context; -1 means all
+        processors. Results do not depend on it beyond rounding in BLAS.
 
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (n_clusters, n_features)
         Unit-norm centroids.
     labels_ : ndarray of shape (n_samples,)
-        Cluster of each row (of each item on an `EmbeddedLog`).
+        Cluster of each row (of each item on an `EmbeddedLog`): its best centroid.
     inertia_ : float
-        Sum over the rows of ``1 - cos`` to their centroid.
+        Sum over all the rows of ``1 - cos`` to their centroid.
     n_iter_ : int
         Number of iterations of the kept run.
+    n_fit_samples_ : int
+        Number of rows the centroids were fitted on.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -322,6 +363,15 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
     on the similarities (as Yinyang k-means, with cosine similarity); the result is that of
     the plain algorithm (up to rounding in exact ties). No matrix of size n_samples x
     n_clusters is held, except the output of `transform` on an array.
+
+    Scale. An iteration costs about ``n * n_clusters * n_features`` multiply-adds for the
+    rows whose bounds do not settle them (all rows at first, fewer later). With
+    ``max_fit_samples`` the iterations run on the sample, so their cost no longer grows
+    with ``n_samples``; the one assignment of all rows costs ``n_samples * n_clusters *
+    n_features``. Memory: the sample (normalized), per-row bounds of at most 64 MB, and
+    blocks of 16 MB; the rows themselves are not copied when the fit uses a sample (they
+    are, normalized, by the exact fit). ``docs/scale_embedding_clustering.md`` compares
+    the two fits in time, objective and downstream recall.
 
     Examples
     --------
@@ -347,6 +397,10 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         "verbose": ["verbose"],
         "block_size": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
+        "max_fit_samples": [
+            Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None
+        ],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -361,6 +415,8 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         verbose: int = 0,
         block_size: int | str = "auto",
         init_size: int | None = None,
+        max_fit_samples: int | str | None = "auto",
+        n_jobs: int | None = None,
     ):
         self.n_clusters = n_clusters
         self.init = init
@@ -371,6 +427,8 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         self.verbose = verbose
         self.block_size = block_size
         self.init_size = init_size
+        self.max_fit_samples = max_fit_samples
+        self.n_jobs = n_jobs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -411,16 +469,16 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
                 )
             raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
 
-        Xn, nonzero = _normalize_rows(vectors)
+        n_fit = self._n_fit_samples(n_samples)
         random_state = check_random_state(self.random_state)
         init = self.init
         n_init = self.n_init
         if not isinstance(init, str):
-            init = check_array(init, dtype=Xn.dtype, copy=True, input_name="init")
-            if init.shape != (self.n_clusters, Xn.shape[1]):
+            init = check_array(init, dtype=vectors.dtype, copy=True, input_name="init")
+            if init.shape != (self.n_clusters, vectors.shape[1]):
                 raise ValueError(
                     f"init must have shape (n_clusters, n_features) = "
-                    f"({self.n_clusters}, {Xn.shape[1]}); got {init.shape}."
+                    f"({self.n_clusters}, {vectors.shape[1]}); got {init.shape}."
                 )
             init, init_nonzero = _normalize_rows(init)
             if not init_nonzero.all():
@@ -434,38 +492,75 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
                 )
                 n_init = 1
 
+        if n_fit < n_samples:
+            sample = np.sort(random_state.choice(n_samples, size=n_fit, replace=False))
+            Xn, nonzero = _normalize_rows(vectors[sample])
+        else:
+            Xn, nonzero = _normalize_rows(vectors)
         tol = self.tol * float(np.mean(np.var(Xn, axis=0))) if self.tol else 0.0
         block_rows = _block_rows(self.block_size, self.n_clusters, Xn.dtype.itemsize)
         best = None
-        for _ in range(n_init):
-            if isinstance(init, str):
-                centers = _init_centroids(
-                    Xn, nonzero, self.n_clusters, init, self.init_size, random_state
+        with _threads(effective_n_jobs(self.n_jobs)):
+            for _ in range(n_init):
+                if isinstance(init, str):
+                    centers = _init_centroids(
+                        Xn, nonzero, self.n_clusters, init, self.init_size, random_state
+                    )
+                else:
+                    centers = init
+                run = _spherical_kmeans_single(
+                    Xn,
+                    centers,
+                    nonzero,
+                    max_iter=self.max_iter,
+                    tol=tol,
+                    block_rows=block_rows,
+                    verbose=self.verbose,
                 )
-            else:
-                centers = init
-            run = _spherical_kmeans_single(
-                Xn,
-                centers,
-                nonzero,
-                max_iter=self.max_iter,
-                tol=tol,
-                block_rows=block_rows,
-                verbose=self.verbose,
-            )
-            if best is None or run[1] < best[1]:
-                best = run
-        self.labels_, self.inertia_, self.cluster_centers_, self.n_iter_ = best
+                if best is None or run[1] < best[1]:
+                    best = run
+            del Xn, nonzero
+            labels, inertia, self.cluster_centers_, self.n_iter_ = best
+            if n_fit < n_samples:
+                labels, similarity = self._labels(vectors, progress=bool(self.verbose))
+                inertia = float(np.sum(1.0 - similarity))
+        self.labels_, self.inertia_ = labels, inertia
+        self.n_fit_samples_ = n_fit
         self._n_features_out = self.cluster_centers_.shape[0]
         return self
 
-    def _labels(self, Xn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n = Xn.shape[0]
+    def _n_fit_samples(self, n_samples: int) -> int:
+        """The number of rows the centroids are fitted on, ``max_fit_samples`` resolved."""
+        limit = self.max_fit_samples
+        if limit is None:
+            return n_samples
+        if limit == "auto":
+            limit = max(_AUTO_SAMPLES_PER_CLUSTER * self.n_clusters, _AUTO_MIN_SAMPLES)
+        elif limit < self.n_clusters:
+            raise ValueError(
+                f"max_fit_samples must be at least n_clusters={self.n_clusters} (or 'auto' "
+                f"or None); got {limit}."
+            )
+        return min(limit, n_samples)
+
+    def _labels(self, X: np.ndarray, *, progress: bool = False):
+        """Best centroid of each row of ``X`` (any norm) and its cosine similarity."""
+        n = X.shape[0]
         labels = np.empty(n, np.int32)
-        best = np.empty(n)
-        block_rows = _block_rows(self.block_size, self.n_clusters, Xn.dtype.itemsize)
-        _assign_all(Xn, self.cluster_centers_.astype(Xn.dtype), block_rows, labels, best)
-        return labels, best
+        similarity = np.empty(n)
+        block_rows = _block_rows(self.block_size, self.n_clusters, X.dtype.itemsize)
+        bar = tqdm(
+            total=n,
+            desc=f"assigning {n:,} rows to {self.n_clusters:,} centroids",
+            unit="row",
+            unit_scale=True,
+            disable=not progress,
+        )
+        with bar:
+            _assign_all(
+                X, self.cluster_centers_.astype(X.dtype), block_rows, labels, similarity, bar
+            )
+        return labels, similarity
 
     def predict(self, X) -> np.ndarray:
         """Cluster of highest cosine similarity for each row (or each item).
@@ -481,8 +576,8 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
             Index of the cluster each row belongs to.
         """
         check_is_fitted(self)
-        Xn, _ = _normalize_rows(self._vectors(X, reset=False))
-        return self._labels(Xn)[0]
+        with _threads(effective_n_jobs(self.n_jobs)):
+            return self._labels(self._vectors(X, reset=False))[0]
 
     def transform(self, X) -> np.ndarray | EmbeddedLog:
         """Cosine distances to the centroids, or the interests of an `EmbeddedLog`'s items.
@@ -552,5 +647,6 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
             ``-sum(1 - cos)`` of the rows to their nearest centroid.
         """
         check_is_fitted(self)
-        Xn, _ = _normalize_rows(self._vectors(X, reset=False))
-        return -float(np.sum(1.0 - self._labels(Xn)[1]))
+        with _threads(effective_n_jobs(self.n_jobs)):
+            similarity = self._labels(self._vectors(X, reset=False))[1]
+        return -float(np.sum(1.0 - similarity))

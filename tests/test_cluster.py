@@ -213,12 +213,96 @@ def test_pickle_round_trip():
     assert again.inertia_ == km.inertia_
 
 
-def test_verbose_prints_progress(capsys):
+def test_verbose_shows_progress(capsys):
     X, _ = planted()
-    SphericalKMeans(4, random_state=0, verbose=1).fit(X)
+    km = SphericalKMeans(4, random_state=0, verbose=1).fit(X)
+    captured = capsys.readouterr()
+    assert "spherical k-means (K=4, 240 rows)" in captured.err
+    assert f"{km.n_iter_}/25" in captured.err
+    assert captured.out == ""
+
+    SphericalKMeans(4, random_state=0, verbose=2).fit(X)
     out = capsys.readouterr().out
     assert "Iteration 0, inertia" in out
     assert "Converged" in out
+
+    SphericalKMeans(4, random_state=0, verbose=1, max_fit_samples=40).fit(X)
+    err = capsys.readouterr().err
+    assert "(K=4, 40 rows)" in err
+    assert "assigning 240 rows to 4 centroids" in err
+
+
+def test_max_fit_samples_and_n_jobs_validated():
+    X, _ = planted()
+    with pytest.raises(InvalidParameterError, match=r"'max_fit_samples'.*Got 0"):
+        SphericalKMeans(4, max_fit_samples=0).fit(X)
+    with pytest.raises(InvalidParameterError, match=r"'max_fit_samples'.*Got 'all'"):
+        SphericalKMeans(4, max_fit_samples="all").fit(X)
+    with pytest.raises(ValueError, match=r"max_fit_samples must be at least n_clusters=4 .*got 3"):
+        SphericalKMeans(4, max_fit_samples=3).fit(X)
+    with pytest.raises(InvalidParameterError, match=r"'n_jobs'.*Got 'all'"):
+        SphericalKMeans(4, n_jobs="all").fit(X)
+
+
+@pytest.mark.parametrize("limit", [240, 1000, "auto"])
+def test_sample_of_every_row_is_the_exact_fit(limit):
+    X, _ = planted(noise=1.5)
+    exact = SphericalKMeans(5, random_state=3, max_fit_samples=None).fit(X)
+    same = SphericalKMeans(5, random_state=3, max_fit_samples=limit).fit(X)
+    assert exact.n_fit_samples_ == same.n_fit_samples_ == X.shape[0]
+    np.testing.assert_array_equal(same.labels_, exact.labels_)
+    np.testing.assert_array_equal(same.cluster_centers_, exact.cluster_centers_)
+    assert same.inertia_ == exact.inertia_ and same.n_iter_ == exact.n_iter_
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fit_on_a_sample_assigns_every_row(dtype):
+    X, y = planted(n_per=300, noise=0.5, dtype=dtype)
+    km = SphericalKMeans(4, max_fit_samples=100, n_init=2, random_state=0).fit(X)
+    assert km.n_fit_samples_ == 100
+    assert km.labels_.shape == (X.shape[0],)
+    assert km.cluster_centers_.dtype == dtype
+    assert adjusted_rand_score(y, km.labels_) > 0.9
+    np.testing.assert_array_equal(km.predict(X), km.labels_)
+    D = km.transform(X)
+    np.testing.assert_array_equal(np.argmin(D, axis=1), km.labels_)
+    np.testing.assert_allclose(km.inertia_, D.min(axis=1).sum(), rtol=1e-5)
+    assert km.score(X) == pytest.approx(-km.inertia_, rel=1e-6)
+
+
+def test_fit_on_a_sample_is_seeded():
+    X, _ = planted(n_per=200, noise=2.0, n_clusters=6)
+    a = SphericalKMeans(6, max_fit_samples=150, random_state=1).fit(X)
+    b = SphericalKMeans(6, max_fit_samples=150, random_state=1).fit(X)
+    c = SphericalKMeans(6, max_fit_samples=150, random_state=2).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert a.inertia_ == b.inertia_
+    assert not np.array_equal(a.cluster_centers_, c.cluster_centers_)
+
+
+@pytest.mark.parametrize("limit", [None, 300])
+def test_threads_do_not_change_the_result(limit):
+    X, _ = planted(n_per=200, noise=2.0, n_clusters=8, n_features=24)
+    one = SphericalKMeans(8, max_fit_samples=limit, random_state=0, n_jobs=1).fit(X)
+    two = SphericalKMeans(8, max_fit_samples=limit, random_state=0, n_jobs=2).fit(X)
+    every = SphericalKMeans(8, max_fit_samples=limit, random_state=0, n_jobs=-1).fit(X)
+    for other in (two, every):
+        np.testing.assert_array_equal(other.labels_, one.labels_)
+        np.testing.assert_allclose(other.cluster_centers_, one.cluster_centers_, atol=1e-12)
+        np.testing.assert_array_equal(other.predict(X), one.labels_)
+
+
+def test_kmeans_plusplus_seeds_are_distinct_rows():
+    from sklearn_micro.cluster import _init_centroids, _normalize_rows
+
+    X, _ = planted(noise=2.0, dtype=np.float32)
+    Xn, nonzero = _normalize_rows(X)
+    seeds = _init_centroids(Xn, nonzero, 10, "k-means++", None, np.random.RandomState(0))
+    assert seeds.dtype == np.float32 and seeds.shape == (10, 16)
+    rows = [np.flatnonzero((Xn == seed).all(axis=1)) for seed in seeds]
+    assert all(r.size == 1 for r in rows)
+    assert len({int(r[0]) for r in rows}) == 10
 
 
 @settings(max_examples=40, deadline=None)

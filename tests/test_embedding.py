@@ -8,7 +8,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_micro._log import EmbeddedLog, EngagementLog
+from sklearn_micro._log import EmbeddedLog, EngagementLog, Vocabulary, check_log
 from sklearn_micro.cluster import SphericalKMeans
 from sklearn_micro.embedding import GraphEmbedder, engagement_matrix
 
@@ -112,8 +112,6 @@ def test_string_ids_from_a_dataframe():
 def test_engagement_matrix_counts_repeats():
     log = np.array([[1, 5, 0], [1, 5, 1], [2, 6, 0], [1, 6, 0]])
     embedder = GraphEmbedder(n_components=2, random_state=0).fit(log)
-    from sklearn_micro._log import check_log
-
     matrix = engagement_matrix(check_log(log), embedder.user_ids_, embedder.item_ids_)
     np.testing.assert_array_equal(matrix.toarray(), [[2, 1], [0, 1]])
     assert matrix.dtype == np.float32
@@ -138,10 +136,74 @@ def test_no_blas_warning(log_and_groups):
         GraphEmbedder(n_components=4, iterations=2, random_state=0, n_jobs=2).fit(log)
 
 
-def test_verbose_shows_progress(log_and_groups, capsys):
+@pytest.mark.parametrize("method", ["als", "bpr"])
+def test_verbose_shows_progress(log_and_groups, capsys, method):
     log, _ = log_and_groups
-    GraphEmbedder(n_components=4, iterations=2, random_state=0, verbose=1).fit(log)
-    assert "2/2" in capsys.readouterr().err
+    GraphEmbedder(n_components=4, method=method, iterations=3, random_state=0,
+                  verbose=1).fit(log)
+    err = capsys.readouterr().err
+    assert f"graph embedding ({method.upper()})" in err
+    assert "3/3" in err
+    GraphEmbedder(n_components=4, iterations=3, random_state=0).fit(log)
+    assert capsys.readouterr().err == ""
+
+
+def test_all_threads_give_the_same_als_vectors(log_and_groups):
+    # each row's solve reads only the other side's vectors: threads cannot change them
+    log, _ = log_and_groups
+    one = GraphEmbedder(n_components=6, iterations=4, random_state=0, n_jobs=1).fit(log)
+    every = GraphEmbedder(n_components=6, iterations=4, random_state=0, n_jobs=-1).fit(log)
+    np.testing.assert_array_equal(every.user_vectors_, one.user_vectors_)
+    np.testing.assert_array_equal(every.item_vectors_, one.item_vectors_)
+
+
+def test_n_jobs_validated(log_and_groups):
+    log, _ = log_and_groups
+    with pytest.raises(ValueError, match=r"n_jobs must be .*; got 0"):
+        GraphEmbedder(n_jobs=0).fit(log)
+    with pytest.raises(InvalidParameterError, match=r"'n_jobs'.*Got 'all'"):
+        GraphEmbedder(n_jobs="all").fit(log)
+    with pytest.raises(InvalidParameterError, match=r"'iterations'.*Got 0"):
+        GraphEmbedder(iterations=0).fit(log)
+
+
+def test_same_vectors_as_implicit(log_and_groups):
+    # the matrix is weighted by alpha, and the initial vectors drawn, before implicit sees
+    # them: the same as implicit's alpha and its own draw
+    from implicit.cpu.als import AlternatingLeastSquares
+    from sklearn.utils import check_random_state
+    from threadpoolctl import threadpool_limits
+
+    log, _ = log_and_groups
+    embedder = GraphEmbedder(n_components=5, alpha=2.0, iterations=3, random_state=4).fit(log)
+    seed = int(check_random_state(4).randint(np.iinfo(np.int32).max))
+    counts = engagement_matrix(check_log(log), embedder.user_ids_, embedder.item_ids_)
+    with threadpool_limits(1, user_api="blas"):
+        model = AlternatingLeastSquares(factors=5, regularization=0.01, alpha=2.0,
+                                        iterations=3, num_threads=1, random_state=seed)
+        model.fit(counts, show_progress=False)
+    np.testing.assert_array_equal(embedder.item_vectors_, model.item_factors)
+    np.testing.assert_array_equal(embedder.user_vectors_, model.user_factors)
+
+
+def test_engagement_matrix_is_built_in_int32_blocks(monkeypatch):
+    from sklearn_micro import embedding
+
+    rng = np.random.default_rng(0)
+    log = check_log(np.c_[rng.integers(50, size=1000) * 3, rng.integers(40, size=1000),
+                          rng.integers(3, size=1000)])
+    users, items = Vocabulary.from_ids(log.user), Vocabulary.from_ids(log.item[:900])
+    whole = engagement_matrix(log, users, items, weight=0.5)
+    monkeypatch.setattr(embedding, "_LOOKUP_ROWS", 7)
+    blocks = engagement_matrix(log, users, items, weight=0.5)
+    assert whole.indices.dtype == np.int32 and whole.indptr.dtype == np.int32
+    assert whole.has_canonical_format and whole.dtype == np.float32
+    np.testing.assert_array_equal(blocks.toarray(), whole.toarray())
+    # unknown items are dropped; the rest counted, times the weight
+    dense = np.zeros((len(users), len(items)))
+    u, i = users.lookup(log.user), items.lookup(log.item)
+    np.add.at(dense, (u[i >= 0], i[i >= 0]), 0.5)
+    np.testing.assert_array_equal(whole.toarray(), dense)
 
 
 def test_pickle_round_trip(log_and_groups):
