@@ -19,6 +19,7 @@ from sklearn.base import (
 from sklearn.cluster import kmeans_plusplus
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
@@ -273,7 +274,7 @@ def _spherical_kmeans_single(X, centers, nonzero, *, max_iter, tol, block_rows, 
 
 
 class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
-                      BaseEstimator):
+                      BaseEstimator, auto_wrap_output_keys=None):
     """Spherical k-means: k-means with cosine similarity on the unit sphere.
 
     Rows are scaled to unit norm, each is assigned to the centroid of highest cosine
@@ -597,7 +598,9 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         if isinstance(X, EmbeddedLog):
             return X.with_interests(self.predict(X))
         Xn, _ = _normalize_rows(self._vectors(X, reset=False))
-        return self._distances(Xn)
+        # wrapped as scikit-learn wraps a transformer's output (set_output); never an
+        # EmbeddedLog, which is why the automatic wrapping is off
+        return _wrap_data_with_container("transform", self._distances(Xn), X, self)
 
     def _distances(self, Xn: np.ndarray) -> np.ndarray:
         centers = self.cluster_centers_.astype(Xn.dtype)
@@ -629,7 +632,9 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         if isinstance(X, EmbeddedLog):
             return X.with_interests(self.labels_)
         Xn, _ = _normalize_rows(self._vectors(X, reset=False))
-        return self._distances(Xn)
+        # wrapped as scikit-learn wraps a transformer's output (set_output); never an
+        # EmbeddedLog, which is why the automatic wrapping is off
+        return _wrap_data_with_container("transform", self._distances(Xn), X, self)
 
     def score(self, X, y=None) -> float:
         """Opposite of the inertia of ``X`` under the fitted centroids.
@@ -650,3 +655,7 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         with _threads(effective_n_jobs(self.n_jobs)):
             similarity = self._labels(self._vectors(X, reset=False))[1]
         return -float(np.sum(1.0 - similarity))
+
+
+# transform wraps its array output itself (set_output stays available), never an EmbeddedLog
+SphericalKMeans._sklearn_auto_wrap_output_keys = {"transform"}

@@ -62,7 +62,7 @@ def engagement_matrix(
     return matrix
 
 
-class GraphEmbedder(TransformerMixin, BaseEstimator):
+class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
     """Co-embed the users and items of an engagement log by matrix factorization.
 
     The log becomes a users x items matrix of engagement counts (the bipartite engagement

@@ -155,9 +155,6 @@ def test_uint64_ids_leave_a_fitted_model_as_it_was():
 # -- open cases: the fix belongs to files that others are changing ---------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="GraphEmbedder and SphericalKMeans hand on an "
-                   "EmbeddedLog that set_output tries to wrap in a DataFrame; the fix is in "
-                   "embedding.py and cluster.py")
 def test_pandas_transform_output_keeps_the_pipeline_working():
     """Case id: pandas-transform-output."""
     from sklearn import config_context
@@ -171,6 +168,11 @@ def test_pandas_transform_output_keeps_the_pipeline_working():
                          ("interests", SphericalKMeans(n_clusters=2, random_state=0)),
                          ("micro", MiCRO(random_state=0))]).fit(X)
     assert pipe[-1].recommend([0], 2)[0].shape == (1, 2)
+    # on a plain array SphericalKMeans still follows set_output
+    vectors = np.random.default_rng(0).normal(size=(20, 3))
+    km = SphericalKMeans(n_clusters=2, random_state=0).set_output(transform="pandas")
+    assert list(km.fit_transform(vectors).columns) == ["sphericalkmeans0", "sphericalkmeans1"]
+    assert km.transform(vectors).shape == (20, 2)
 
 
 def test_a_chunk_with_nothing_to_assign_runs_no_sweeps():
