@@ -56,7 +56,8 @@ class SeenItems:
 
     Used by ``recommend(..., exclude_seen=True)``. A pair is one int64 key,
     ``user << 32 | item`` (internal indices below 2**31 and 2**32), kept in one sorted
-    array, so it pickles as a plain array and `add` merges in O(n_pairs + n_new log n_new).
+    array (8 bytes a pair), so it pickles as a plain array and `add` merges in
+    O(n_pairs + n_new log n_new) with one new array of the result.
     `add` returns a new object and leaves this one as it was.
     """
 
@@ -78,11 +79,9 @@ class SeenItems:
                 "seen items are kept for up to 2**31 users and 2**32 items; got "
                 f"{user.max() + 1} users and {item.max() + 1} items."
             )
-        new = distinct((np.asarray(user, np.int64) << 32) | np.asarray(item, np.int64))
-        pos = np.searchsorted(self.keys, new)
-        present = self.keys[np.minimum(pos, max(self.keys.shape[0] - 1, 0))] == new \
-            if self.keys.size else np.zeros(new.shape[0], bool)
-        return SeenItems(np.insert(self.keys, pos[~present], new[~present]))
+        new = (user << 32) | item
+        new.sort()
+        return SeenItems(csr.merge_distinct(self.keys, new))
 
     def has_user(self, users: np.ndarray) -> np.ndarray:
         """Whether each user (internal index, -1 for unknown) has any pair."""

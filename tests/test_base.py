@@ -31,3 +31,40 @@ def test_lookup_refuses_uint64_ids_beyond_int64():
                                          r"int64 range"):
         vocab.lookup(np.array([2**63], np.uint64), name="users")
     assert_array_equal(vocab.lookup(np.array([2, 7], np.uint64)), [1, -1])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2**32 - 1)),
+                         max_size=20), min_size=1, max_size=5))
+def test_seen_items_add_merges_distinct_pairs(batches):
+    from sklearn_micro.base import SeenItems
+
+    seen, expected = SeenItems(), set()
+    for batch in batches:
+        user = np.array([u for u, _ in batch], np.int64)
+        item = np.array([i for _, i in batch], np.int64)
+        before = seen.keys.copy()
+        grown = seen.add(user, item)
+        np.testing.assert_array_equal(seen.keys, before)  # add leaves the old object alone
+        seen = grown
+        expected |= set(batch)
+        assert list(zip(seen.user.tolist(), seen.item.tolist(), strict=True)) == sorted(expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(small, wide), min_size=1, max_size=30),
+       st.lists(st.one_of(small, wide), max_size=30))
+def test_vocabulary_lookups_agree_for_dense_and_sparse_ids(ids, queries):
+    """Ids of a small range are looked up in a dense table, others by binary search: both
+    give every id its position, -1 for unknown ones, and the same distinct values."""
+    from sklearn_micro._log import distinct
+
+    vocab = Vocabulary.from_ids(np.array(ids, np.int64))
+    assert vocab.ids.tolist() == sorted(set(ids))
+    assert_array_equal(distinct(np.array(ids, np.int64)), vocab.ids)
+    position = {v: j for j, v in enumerate(vocab.ids.tolist())}
+    got = vocab.lookup(np.array(queries, np.int64))
+    assert got.tolist() == [position.get(q, -1) for q in queries]
+    grown, index = vocab.extend(np.array(queries + ids, np.int64))
+    assert grown.ids[index].tolist() == queries + ids
+    assert grown.ids[: len(vocab)].tolist() == vocab.ids.tolist()

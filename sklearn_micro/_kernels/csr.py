@@ -18,3 +18,35 @@ def append_to_rows(indptr, column, add_indptr, add_column):
         out[p:p + n] = add_column[add_indptr[r]:add_indptr[r + 1]]
         p += n
     return out
+
+
+@njit(cache=True)
+def _merge_pass(old, new, out, fill):
+    """One pass of `merge_distinct`: the number of distinct values, written to ``out``
+    when ``fill``."""
+    n = 0
+    i = 0
+    j = 0
+    last = 0
+    while i < old.shape[0] or j < new.shape[0]:
+        if j == new.shape[0] or (i < old.shape[0] and old[i] <= new[j]):
+            value = old[i]
+            i += 1
+        else:
+            value = new[j]
+            j += 1
+        if n == 0 or value != last:
+            if fill:
+                out[n] = value
+            last = value
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def merge_distinct(old, new):
+    """The sorted distinct values of the sorted arrays ``old`` and ``new``: one merge pass
+    to count them, one to write them."""
+    out = np.empty(_merge_pass(old, new, old[:0], False), old.dtype)
+    _merge_pass(old, new, out, True)
+    return out
