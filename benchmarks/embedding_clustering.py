@@ -300,7 +300,7 @@ def quality_table(args) -> None:
     seeds = range(args.seeds)
     print(f"\n### Fit on a sample against the exact fit: objective and MiCRO's recall@100 "
           f"(mean ± sd over {args.seeds} seeds)\n")
-    print("| log | items | K | rows fitted | fit s | objective | recall@100 |")
+    print("| log | items | K | rows fitted | fit, wall s | objective | recall@100 |")
     print("|---|---:|---:|---|---:|---:|---:|")
     for name, (train, test), ks in cases:
         embedded = GraphEmbedder(128, n_jobs=-1, random_state=args.seed).fit_transform(train)
