@@ -175,7 +175,7 @@ def embedding_table(logs: dict, args, folder: Path) -> dict:
     print(f"\n### Graph embedding: 128 dimensions, n_jobs={args.n_jobs}, "
           f"{args.epochs} epochs timed\n")
     print("| scale | engagements | users | items | method | matrix s | s / epoch | "
-          "CPU s / epoch | 20 epochs s | peak MB | vectors MB | peak / vectors |")
+          "CPU s / epoch | 20 epochs s | peak MiB | vectors MiB | peak / vectors |")
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     vectors = {}
     for scale, path in logs.items():
@@ -199,7 +199,7 @@ def kmeans_table(vectors: dict, args) -> None:
     print(f"\n### Spherical k-means on the ALS item vectors (128 dimensions, float32), "
           f"n_jobs={args.n_jobs}; CPU seconds unless marked wall\n")
     print("| scale | items | K | fit | rows fitted | seeding | iterations | per iteration "
-          "| assign all | fit | fit, wall s | objective | peak MB | vectors MB | "
+          "| assign all | fit | fit, wall s | objective | peak MiB | vectors MiB | "
           "projected at 13M items |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for scale, path in vectors.items():
@@ -300,7 +300,7 @@ def quality_table(args) -> None:
     seeds = range(args.seeds)
     print(f"\n### Fit on a sample against the exact fit: objective and MiCRO's recall@100 "
           f"(mean ± sd over {args.seeds} seeds)\n")
-    print("| log | items | K | rows fitted | fit s | objective | recall@100 |")
+    print("| log | items | K | rows fitted | fit, wall s | objective | recall@100 |")
     print("|---|---:|---:|---|---:|---:|---:|")
     for name, (train, test), ks in cases:
         embedded = GraphEmbedder(128, n_jobs=-1, random_state=args.seed).fit_transform(train)
