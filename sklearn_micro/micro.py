@@ -697,8 +697,10 @@ def _repeat_rate(user, item, chunk, n_items, *, window, last_chunks=4):
     """The repeat rate of a log: over its last ``last_chunks`` chunks ``c``, the share of the
     distinct (user, item) pairs of chunk ``c``, among users with an engagement in chunks
     ``c - window .. c - 1``, whose item is one of the user's items of those chunks."""
-    key = np.asarray(user, np.int64) * n_items + item
     last = int(chunk.max())
+    rows = chunk > last - last_chunks - window
+    key = np.asarray(user, np.int64)[rows] * n_items + np.asarray(item, np.int64)[rows]
+    chunk = chunk[rows]
     repeats = pairs = 0
     for c in range(last - last_chunks + 1, last + 1):
         now = np.unique(key[chunk == c])
@@ -719,9 +721,12 @@ def _select_phi_decay(user, item, chunk, n_items, grid=PHI_DECAY_GRID, *, last_c
     over the (user, chunk) points of those chunks. Ties go to the smaller decay; 0 when the
     log has no chunk to score.
     """
-    user = np.asarray(user, np.int64)
-    item = np.asarray(item, np.int64)
     last = int(chunk.max())
+    # only the chunks that the largest decay of the grid can reach are read
+    rows = chunk >= last - last_chunks - max(_carried_chunks(d) for d in grid)
+    user = np.asarray(user, np.int64)[rows]
+    item = np.asarray(item, np.int64)[rows]
+    chunk = chunk[rows]
     chunks = [c for c in range(last - last_chunks + 1, last + 1) if (chunk == c - 1).any()]
     if not chunks:
         return 0.0
