@@ -7,7 +7,8 @@
   r_u(i)`` over the latest chunk's items and the users' recent items, on logs drawn by
   hypothesis: equal up to ties.
 - The recent items are a recount of the log's last ``personal_window`` chunks after every
-  chunk, replaced and never modified in place; ``partial_fit`` stays all or nothing.
+  chunk, replaced and never modified in place; ``partial_fit`` stays all or nothing;
+  pickle and skops files round-trip the state.
 - "learned" and "auto" equal the prototypes they were ported from.
 - The shared recommender checks pass with the personal component on.
 """
@@ -303,3 +304,16 @@ def _personal_pipeline(personal):
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_recommender_protocol_with_the_personal_component(check, personal):
     check(_personal_pipeline(personal), *make_log())
+
+
+def test_skops_round_trip_with_recent_items(tmp_path):
+    pytest.importorskip("skops")
+    from sklearn_micro.persistence import dump, load
+
+    model = fitted(personal=0.4, phi_decay="auto").partial_fit(CHUNK)
+    back = load(dump(model, tmp_path / "model.skops"))
+    assert state_differences(model, back) == []
+    a = model.recommend([0, 1, 2, 3, 99], 7)
+    b = back.recommend([0, 1, 2, 3, 99], 7)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
