@@ -11,13 +11,13 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._dask import resolve_n_jobs
 from ._gibbs import build_layout, run_chain
 from ._kernels import sampler
-from ._kernels.topm import fill_remainder, mixture_topm
+from ._kernels.topm import fill_remainder, mixture_topm, personal_topm
 from ._kernels.vocabulary import present_values
 from ._log import (
     EmbeddedLog,
@@ -37,6 +37,9 @@ MAX_INTERESTS = 2**24
 
 # carried phi counts below this mass are dropped
 _MIN_MASS = 0.01
+
+# the values phi_decay="auto" chooses from
+PHI_DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
 
 
 @contextmanager
@@ -81,13 +84,30 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     beta : float, default=0.01
         Symmetric Dirichlet prior of ``phi[k, t]`` over the ``I_t`` distinct items of chunk
         ``t``.
-    phi_decay : float, default=0.0
+    personal : float in [0, 1] or "learned", default=0.0
+        Weight ``lam`` of the user's own recent items as one more component of the
+        mixture: items are ranked by ``s(i) = (1 - lam_u) * p_t(i|u) + lam_u * r_u(i)``,
+        where ``r_u`` is the user's engagements of the last ``personal_window`` chunks,
+        each weighted ``personal_decay ** age`` (age in chunks), normalized over the
+        user's items, and ``lam_u = lam`` for a user with such an engagement, else 0.
+        Recent items that left the latest chunk are candidates too. "learned" sets
+        ``lam`` at `fit` to the training log's repeat rate (the share of the (user, item)
+        pairs of its last 4 chunks whose item is among the user's items of the
+        ``personal_window`` chunks before). 0 is the paper's model.
+    personal_window : int, default=8
+        Chunks of a user's history that make up ``r_u``.
+    personal_decay : float in (0, 1], default=0.5
+        Weight of an engagement in ``r_u`` per chunk of age.
+    phi_decay : float in [0, 1) or "auto", default=0.0
         Weight of the previous ``phi`` counts carried into each new chunk's, for
         retrieval: ``phi`` after chunk ``t`` comes from ``N[i, k, t] + phi_decay *
         N'[i, k, t - 1]`` (and popularity likewise), so items engaged in recent chunks
         stay candidates with a decaying weight. 0 is the paper's model (``phi[k, t]`` from
         chunk ``t`` alone); logs whose items live long (authors, movies) gain from 0.5 or
-        more. The sampler always uses chunk ``t``'s counts only.
+        more. "auto" chooses it at `fit` from the training log: the value of (0, 0.1,
+        0.25, 0.5, 0.75, 0.9) whose decayed popularity best predicts the next chunk's
+        items over the last 8 training chunks (mean recall@100). The sampler always uses
+        chunk ``t``'s counts only.
     max_sweeps : int, default=100
         Cap on Gibbs sweeps per chunk.
     tol : float, default=1e-3
@@ -119,6 +139,16 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         position.
     n_interests_ : int
         Number of interests K.
+    phi_decay_ : float
+        The ``phi_decay`` in use: the one given, or the one "auto" chose.
+    personal_weight_ : float
+        The weight ``lam`` of the personal component: the one given, or the training
+        repeat rate for "learned".
+    recent_indptr_, recent_item_, recent_chunk_, recent_weight_ : ndarray
+        The users' recent items as a CSR over users, one entry per (user, item, chunk) of
+        the last ``personal_window`` chunks: the item (int32), the chunk (int32) and
+        ``personal_decay ** age`` times the engagements (float32). Empty when
+        ``personal_weight_`` is 0.
     support_indptr_, support_interest_, support_count_ : ndarray
         Users' supports as a CSR: the interests of user ``u`` are
         ``support_interest_[support_indptr_[u]:support_indptr_[u + 1]]`` with counts
@@ -179,6 +209,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
       item outside those interests. A user never seen gets the latest chunk's popularity
       ranking, scored by its share of the chunk's engagements. Fewer than ``m`` items in
       the chunk: the rest is padded with -1 and -inf.
+    - With ``personal_weight_ > 0`` a user with recent items is scored ``s(i)`` over the
+      latest chunk's items and its recent items (``p_t`` is 0 for an item outside the
+      chunk), with the same ties, and the top ``m`` of ``s`` is exact.
+    - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``, the defaults.
 
     Examples
     --------
@@ -197,7 +231,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "beta": [Interval(Real, 0, None, closed="neither")],
-        "phi_decay": [Interval(Real, 0, 1, closed="left")],
+        "personal": [Interval(Real, 0, 1, closed="both"), StrOptions({"learned"})],
+        "personal_window": [Interval(Integral, 1, None, closed="left")],
+        "personal_decay": [Interval(Real, 0, 1, closed="right")],
+        "phi_decay": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
         "max_sweeps": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
@@ -205,10 +242,14 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, alpha=1.0, *, beta=0.01, phi_decay=0.0, max_sweeps=100, tol=1e-3,
+    def __init__(self, alpha=1.0, *, beta=0.01, personal=0.0, personal_window=8,
+                 personal_decay=0.5, phi_decay=0.0, max_sweeps=100, tol=1e-3,
                  random_state=None, n_jobs=None, verbose=0):
         self.alpha = alpha
         self.beta = beta
+        self.personal = personal
+        self.personal_window = personal_window
+        self.personal_decay = personal_decay
         self.phi_decay = phi_decay
         self.max_sweeps = max_sweeps
         self.tol = tol
@@ -258,6 +299,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         indptr, sup_k, sup_cnt = _counts_csr(u, z, len(user_ids), K)
 
         self.random_state_ = check_random_state(self.random_state)
+        log_chunk = log.chunk.astype(np.int64)
+        self.phi_decay_ = (_select_phi_decay(u, i, log_chunk, len(item_ids))
+                           if self.phi_decay == "auto" else float(self.phi_decay))
+        self.personal_weight_ = (
+            _repeat_rate(u, i, log_chunk, len(item_ids), window=self.personal_window)
+            if self.personal == "learned" else float(self.personal))
         self.user_ids_ = user_ids
         self.item_ids_ = item_ids
         self.n_interests_ = K
@@ -268,11 +315,15 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.seen_items_ = SeenItems().add(u, i)
         # phi of the last training chunk, with the decayed earlier ones when phi_decay > 0
         last = int(log.chunk.max())
-        carried = log.chunk >= last - _carried_chunks(self.phi_decay)
+        carried = log.chunk >= last - _carried_chunks(self.phi_decay_)
         for pos, (chunk, rows) in enumerate(iter_chunks(log.chunk[carried])):
             rows = np.flatnonzero(carried)[rows]
             self._set_chunk(chunk, i[rows], i[rows], z[rows], np.ones(rows.shape[0]),
                             carry=pos > 0)
+        recent = (log_chunk > last - self.personal_window) & (self.personal_weight_ > 0)
+        self.recent_indptr_, self.recent_item_, self.recent_chunk_, self.recent_weight_ = (
+            _recent_items(u[recent], i[recent], log_chunk[recent],
+                          self.personal_decay ** (last - log_chunk[recent]), len(user_ids)))
         self.n_sweeps_ = {}
         self.log_likelihood_ = {}
         self.n_unassigned_ = {}
@@ -322,17 +373,17 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     def _set_chunk(self, chunk, items, phi_items, phi_k, phi_w, *, carry=False):
         """Make ``chunk`` the latest: popularity from its engagements' ``items``, ``phi``
         from the counts ``phi_w`` of (``phi_items``, ``phi_k``) pairs, plus, with ``carry``
-        and ``phi_decay > 0``, the decayed counts of the previous chunk."""
+        and ``phi_decay_ > 0``, the decayed counts of the previous chunk."""
         K = self.n_interests_
         pop_items, pop_w = items, np.ones(items.shape[0])
-        if carry and self.phi_decay > 0:
-            old_w = self.phi_count_ * self.phi_decay
+        if carry and self.phi_decay_ > 0:
+            old_w = self.phi_count_ * self.phi_decay_
             keep = old_w >= _MIN_MASS
             old_k = np.repeat(np.arange(K), np.diff(self.phi_indptr_))
             phi_k = np.concatenate([phi_k, old_k[keep]])
             phi_items = np.concatenate([phi_items, self.chunk_items_[self.phi_item_][keep]])
             phi_w = np.concatenate([phi_w, old_w[keep]])
-            old_pop = self.chunk_item_count_ * self.phi_decay
+            old_pop = self.chunk_item_count_ * self.phi_decay_
             keep = old_pop >= _MIN_MASS
             pop_items = np.concatenate([pop_items, self.chunk_items_[keep]])
             pop_w = np.concatenate([pop_w, old_pop[keep]])
@@ -456,7 +507,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
     def _commit_chunk(self, chunk, engagements, supports, layout, counts, item_interest):
         """Move the model to ``chunk``: users' counts, the supports of users that had none,
-        item interests, seen items and ``phi``."""
+        item interests, seen items, users' recent items and ``phi``."""
         support_count = self.support_count_.copy()
         carried = supports.model_position >= 0
         support_count[supports.model_position[carried]] += counts.user_count[carried]
@@ -473,10 +524,48 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.item_ids_ = engagements.item_ids
         self.item_interest_ = item_interest
         self.seen_items_ = self.seen_items_.add(engagements.user, engagements.item)
+        self._add_recent(chunk, engagements.user, engagements.item, len(engagements.user_ids))
         hit = counts.entry_count > 0
         self._set_chunk(chunk, engagements.item, engagements.items[layout.entry_item[hit]],
                         layout.entry_interest[hit], counts.entry_count[hit].astype(np.float64),
                         carry=True)
+
+    def _add_recent(self, chunk, user, item, n_users):
+        """Move the users' recent items to ``chunk``: weights times ``personal_decay`` per
+        chunk of age, entries older than ``personal_window`` chunks dropped, the chunk's
+        engagements (``user``, ``item``: model indices) added with weight 1."""
+        if self.personal_weight_ <= 0:
+            self.recent_indptr_ = np.zeros(n_users + 1, np.int64)
+            return
+        keep = self.recent_chunk_ > chunk - self.personal_window
+        old_user = np.repeat(np.arange(self.recent_indptr_.shape[0] - 1),
+                             np.diff(self.recent_indptr_))[keep]
+        age = chunk - self.latest_chunk_
+        self.recent_indptr_, self.recent_item_, self.recent_chunk_, self.recent_weight_ = (
+            _recent_items(
+                np.concatenate([old_user, user]),
+                np.concatenate([self.recent_item_[keep], item]),
+                np.concatenate([self.recent_chunk_[keep], np.full(user.shape[0], chunk)]),
+                np.concatenate([self.recent_weight_[keep] * np.float32(
+                    self.personal_decay ** age), np.ones(user.shape[0], np.float32)]),
+                n_users))
+
+    def _recent_scores(self, user_index):
+        """CSR (indptr, items, r_u) of the users' recent items, ``r_u`` normalized per user
+        (distinct items per row, sorted); empty rows for unknown users."""
+        indptr, pos = csr_rows(self.recent_indptr_, user_index)
+        item = self.recent_item_[pos].astype(np.int64)
+        weight = self.recent_weight_[pos].astype(np.float64)
+        row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
+        if item.shape[0] == 0:
+            return indptr, item, weight
+        start = np.flatnonzero(np.concatenate([[True], (item[1:] != item[:-1])
+                                               | (row[1:] != row[:-1])]))
+        item, row, weight = item[start], row[start], np.add.reduceat(weight, start)
+        total = np.bincount(row, weights=weight, minlength=user_index.shape[0])
+        out_ptr = np.zeros(user_index.shape[0] + 1, np.int64)
+        np.cumsum(np.bincount(row, minlength=user_index.shape[0]), out=out_ptr[1:])
+        return out_ptr, item, weight / total[row]
 
     # ------------------------------------------------------------ retrieval
 
@@ -495,6 +584,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         weight = theta / denom
         row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
         base = np.bincount(row, weights=weight * self.beta, minlength=user_index.shape[0])
+        if self.personal_weight_ > 0:
+            return self._recommend_personal(user_index, m, seen, indptr, k, weight, base)
         with _numba_threads(self.n_jobs) as threads:
             items, scores, n_filled = mixture_topm(
                 indptr, k, weight, base, self.phi_indptr_, self.phi_item_, self.phi_count_,
@@ -511,6 +602,20 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                                sub_ptr, seen[1][pos])
                 items[rows], scores[rows] = sub_i, sub_s
         return items, scores
+
+    def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base):
+        """Top-m of ``(1 - lam_u) * p_t(i|u) + lam_u * r_u(i)`` over the latest chunk's
+        items and the users' recent items."""
+        r_ptr, r_item, r_u = self._recent_scores(user_index)
+        lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
+        # users without interests are scored by popularity share, as in the paper's path
+        share_weight = (np.diff(indptr) == 0).astype(np.float64)
+        share = self.chunk_item_count_ / self.chunk_item_count_.sum()
+        with _numba_threads(self.n_jobs) as threads:
+            return personal_topm(
+                indptr, k, weight, base, share_weight, lam, r_ptr, r_item, r_u,
+                self.phi_indptr_, self.phi_item_, self.phi_count_, self.chunk_item_count_,
+                share, self.chunk_items_, self.popular_order_, seen[0], seen[1], m, threads)
 
     # ---------------------------------------------------------- mixtures
 
@@ -567,6 +672,83 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         sums = np.asarray(out.sum(axis=1)).ravel()
         scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
         return sp.csr_matrix(sp.diags(scale) @ out)
+
+
+def _recent_items(user, item, chunk, weight, n_users):
+    """The users' recent items as a CSR over users: ``(indptr, item as int32, chunk as
+    int32, weight as float32)``, one entry per (user, item, chunk) with the summed
+    ``weight``, sorted by user, item and chunk."""
+    order = np.lexsort((chunk, item, user))
+    user, item, chunk = user[order], item[order], chunk[order]
+    weight = np.asarray(weight, np.float32)[order]
+    indptr = np.zeros(n_users + 1, np.int64)
+    if user.shape[0] == 0:
+        return indptr, item.astype(np.int32), chunk.astype(np.int32), weight
+    start = np.flatnonzero(np.concatenate([[True], (user[1:] != user[:-1])
+                                           | (item[1:] != item[:-1])
+                                           | (chunk[1:] != chunk[:-1])]))
+    user = user[start]
+    np.cumsum(np.bincount(user, minlength=n_users), out=indptr[1:])
+    return (indptr, item[start].astype(np.int32), chunk[start].astype(np.int32),
+            np.add.reduceat(weight, start).astype(np.float32))
+
+
+def _repeat_rate(user, item, chunk, n_items, *, window, last_chunks=4):
+    """The repeat rate of a log: over its last ``last_chunks`` chunks ``c``, the share of the
+    distinct (user, item) pairs of chunk ``c``, among users with an engagement in chunks
+    ``c - window .. c - 1``, whose item is one of the user's items of those chunks."""
+    last = int(chunk.max())
+    rows = chunk > last - last_chunks - window
+    key = np.asarray(user, np.int64)[rows] * n_items + np.asarray(item, np.int64)[rows]
+    chunk = chunk[rows]
+    repeats = pairs = 0
+    for c in range(last - last_chunks + 1, last + 1):
+        now = np.unique(key[chunk == c])
+        before = np.unique(key[(chunk < c) & (chunk >= c - window)])
+        now = now[np.isin(now // n_items, np.unique(before // n_items))]
+        pairs += now.shape[0]
+        repeats += int(np.isin(now, before).sum())
+    return repeats / pairs if pairs else 0.0
+
+
+def _select_phi_decay(user, item, chunk, n_items, grid=PHI_DECAY_GRID, *, last_chunks=8,
+                      m=100):
+    """The ``phi_decay`` of ``grid`` whose decayed popularity best predicts the next chunk.
+
+    For each of the last ``last_chunks`` chunks ``c`` of the log (with a chunk ``c - 1``),
+    items are ranked by ``sum_{j < c} decay ** (c - 1 - j) * n_j(i)`` (counts below the
+    carried mass MiCRO keeps dropped); a decay scores the mean recall@``m`` of that ranking
+    over the (user, chunk) points of those chunks. Ties go to the smaller decay; 0 when the
+    log has no chunk to score.
+    """
+    last = int(chunk.max())
+    # only the chunks that the largest decay of the grid can reach are read
+    rows = chunk >= last - last_chunks - max(_carried_chunks(d) for d in grid)
+    user = np.asarray(user, np.int64)[rows]
+    item = np.asarray(item, np.int64)[rows]
+    chunk = chunk[rows]
+    chunks = [c for c in range(last - last_chunks + 1, last + 1) if (chunk == c - 1).any()]
+    if not chunks:
+        return 0.0
+    best, best_score = 0.0, -np.inf
+    for decay in grid:
+        back = _carried_chunks(decay)
+        recalls = []
+        for c in chunks:
+            before = (chunk < c) & (chunk >= c - 1 - back)
+            weight = float(decay) ** (c - 1 - chunk[before]).astype(np.float64)
+            count = np.bincount(item[before], weights=weight, minlength=n_items)
+            top = np.argsort(-count, kind="stable")[:m]
+            top = top[count[top] > 0]
+            now = chunk == c
+            pair = np.unique(user[now] * n_items + item[now])
+            hit = np.isin(pair % n_items, top)
+            point = np.unique(pair // n_items, return_inverse=True)[1].ravel()
+            recalls.append(np.bincount(point, weights=hit) / np.bincount(point))
+        score = float(np.concatenate(recalls).mean())
+        if score > best_score:
+            best, best_score = float(decay), score
+    return best
 
 
 def _local_indices(index: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -164,3 +164,114 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
                 hi[0] = hi[last]
                 _sift_down(hs, hp, hi, 0, last)
     return items, scores, n_filled
+
+
+@njit(cache=True)
+def _offer(hs, hp, hi, size, m, s, pop, item):
+    """Offer an item to the heap of the ``size`` best kept; returns the new size and whether
+    it was kept."""
+    if size < m:
+        hs[size] = s
+        hp[size] = pop
+        hi[size] = item
+        _sift_up(hs, hp, hi, size)
+        return size + 1, True
+    if _worse(hs[0], hp[0], hi[0], s, pop, item):
+        hs[0] = s
+        hp[0] = pop
+        hi[0] = item
+        _sift_down(hs, hp, hi, 0, size)
+        return size, True
+    return size, False
+
+
+@njit(cache=True, parallel=True)
+def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
+                  phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items, pop_order,
+                  seen_indptr, seen_items, m, n_threads):
+    """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` for each query row r.
+
+    ``p(i) = q_base[r] + q_share[r] * item_share[li] + sum_k q_w[k] * phi_cnt[k, li]`` for
+    an item of the latest chunk (local index ``li``, global ``chunk_items[li]``, sorted) and
+    0 for any other item; ``q_*`` is a CSR of each query's interests and weights, ``phi_*``
+    a CSR from interest to (local item, count). ``r_*`` is a CSR of each query's recent
+    items (global indices, distinct) with their weights ``r_w``. Every item of the latest
+    chunk and every recent item of the row is ranked: the candidates of the row's
+    interests and its recent items are scored one by one, the other items of the chunk,
+    which differ only by ``item_share``, are taken in ``pop_order`` (positions from the most
+    to the least popular, ties to the lower index) as long as they can enter the top m.
+    Seen items (``seen_items[seen_indptr[r]:seen_indptr[r+1]]``, sorted global indices) are
+    left out. Ties go to the more popular item (``item_pop``; 0 outside the chunk), then the
+    lower index. Returns global item indices and scores, padded with -1 and -inf.
+    """
+    n = q_ptr.shape[0] - 1
+    n_local = chunk_items.shape[0]
+    items = np.full((n, m), -1, np.int64)
+    scores = np.full((n, m), -np.inf)
+    n_blocks = max(1, min(n, n_threads))
+    for b in prange(n_blocks):
+        acc = np.zeros(n_local)
+        rec = np.zeros(n_local)
+        mark = np.zeros(n_local, np.bool_)
+        touched = np.empty(n_local, np.int64)
+        hs = np.empty(m)
+        hp = np.empty(m)
+        hi = np.empty(m, np.int64)
+        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            lo = seen_indptr[r]
+            hi_seen = seen_indptr[r + 1]
+            keep = 1.0 - lam[r]
+            size = 0
+            nt = 0
+            for q in range(q_ptr[r], q_ptr[r + 1]):
+                k = q_k[q]
+                w = q_w[q]
+                for p in range(phi_ptr[k], phi_ptr[k + 1]):
+                    li = phi_item[p]
+                    if not mark[li]:
+                        mark[li] = True
+                        touched[nt] = li
+                        nt += 1
+                    acc[li] += w * phi_cnt[p]
+            for p in range(r_ptr[r], r_ptr[r + 1]):
+                item = r_item[p]
+                li = lower_bound(chunk_items, 0, n_local, item)
+                if li < n_local and chunk_items[li] == item:
+                    if not mark[li]:
+                        mark[li] = True
+                        touched[nt] = li
+                        nt += 1
+                    rec[li] = r_w[p]
+                elif not (hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item)):
+                    size, _ = _offer(hs, hp, hi, size, m, lam[r] * r_w[p], 0.0, item)
+            for t in range(nt):
+                li = touched[t]
+                item = chunk_items[li]
+                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+                    continue
+                s = keep * (q_base[r] + q_share[r] * item_share[li] + acc[li]) \
+                    + lam[r] * rec[li]
+                size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+            for j in range(pop_order.shape[0]):
+                li = pop_order[j]
+                item = chunk_items[li]
+                if mark[li] or (hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item)):
+                    continue
+                s = keep * (q_base[r] + q_share[r] * item_share[li])
+                size, kept = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+                if not kept:
+                    break
+            for t in range(nt):
+                li = touched[t]
+                acc[li] = 0.0
+                rec[li] = 0.0
+                mark[li] = False
+            for j in range(size - 1, -1, -1):
+                items[r, j] = hi[0]
+                scores[r, j] = hs[0]
+                last = j
+                hs[0] = hs[last]
+                hp[0] = hp[last]
+                hi[0] = hi[last]
+                _sift_down(hs, hp, hi, 0, last)
+    return items, scores

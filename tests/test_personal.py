@@ -1,0 +1,319 @@
+"""MiCRO's personal component and ``phi_decay="auto"``.
+
+- The parameters are validated with errors that name them.
+- ``personal=0`` and ``phi_decay=0`` are the paper's model: users without a recent item get
+  exactly the paper's answer, and "learned" on a log without repeats is the paper's model.
+- ``recommend`` against a dense computation of ``s(i) = (1 - lam_u) p_t(i|u) + lam_u
+  r_u(i)`` over the latest chunk's items and the users' recent items, on logs drawn by
+  hypothesis: equal up to ties.
+- The recent items are a recount of the log's last ``personal_window`` chunks after every
+  chunk, replaced and never modified in place; ``partial_fit`` stays all or nothing;
+  pickle and skops files round-trip the state.
+- "learned" and "auto" equal the prototypes they were ported from.
+- The shared recommender checks pass with the personal component on.
+"""
+
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from recommender_checks import CHECKS, FixedEmbedder, make_log, state_differences
+from sklearn.pipeline import Pipeline
+from test_exactness import dense_scores, logs
+
+from sklearn_micro import MiCRO, SphericalKMeans
+from sklearn_micro.datasets import make_engagements
+
+TRAIN = np.array([
+    [0, 10, 0], [0, 11, 0], [0, 12, 1],
+    [1, 12, 0], [1, 13, 1], [1, 13, 1],
+    [2, 10, 1], [2, 13, 1],
+])
+INTERESTS = ([10, 11, 12, 13], [0, 0, 1, 1])
+CHUNK = np.array([[0, 20, 2], [0, 10, 2], [1, 21, 2], [1, 13, 2], [2, 20, 2], [2, 21, 2],
+                  [3, 10, 2]])
+
+
+def fitted(**params):
+    params.setdefault("random_state", 0)
+    return MiCRO(**params).fit(TRAIN, item_interest=INTERESTS)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"personal": -0.1}, "'personal' parameter"),
+    ({"personal": 1.5}, "'personal' parameter"),
+    ({"personal": "always"}, "'personal' parameter"),
+    ({"personal_window": 0}, "'personal_window' parameter"),
+    ({"personal_window": 2.5}, "'personal_window' parameter"),
+    ({"personal_decay": 0.0}, "'personal_decay' parameter"),
+    ({"personal_decay": 1.5}, "'personal_decay' parameter"),
+    ({"phi_decay": 1.0}, "'phi_decay' parameter"),
+    ({"phi_decay": "chosen"}, "'phi_decay' parameter"),
+])
+def test_bad_parameters_are_named(params, message):
+    with pytest.raises(ValueError, match=message):
+        fitted(**params)
+
+
+def test_fitted_values_of_the_settings():
+    model = fitted(personal=0.3, phi_decay=0.5)
+    assert model.personal_weight_ == 0.3 and model.phi_decay_ == 0.5
+    model = fitted()
+    assert model.personal_weight_ == 0.0 and model.phi_decay_ == 0.0
+    assert model.recent_item_.shape == (0,)
+    model.partial_fit(CHUNK)
+    assert model.recent_item_.shape == (0,)
+    assert model.recent_indptr_.shape == (len(model.user_ids_) + 1,)
+
+
+def recent_recount(log, users, latest, window, decay):
+    """r_u over the model's items from the log, as dicts {external item: r_u(i)}."""
+    out = []
+    for user in users:
+        mine = log[(log[:, 0] == user) & (log[:, 2] > latest - window)]
+        weight = {}
+        for _, item, chunk in mine:
+            weight[item] = weight.get(item, 0.0) + decay ** (latest - chunk)
+        total = sum(weight.values())
+        out.append({i: w / total for i, w in weight.items()})
+    return out
+
+
+def dense_personal_scores(model, users, given_logs, lam):
+    """``s(i)`` for every item of the latest chunk and every recent item of each user, -inf
+    elsewhere: the paper's ``p_t(i|u)`` from the dense scan (the popularity share for users
+    without interests), the recent items recounted from the log."""
+    p, chunk_ids = dense_scores(model, users)
+    index = model.user_ids_.lookup(users)
+    no_support = np.diff(model.support_indptr_)[np.maximum(index, 0)] == 0
+    share = model.chunk_item_count_ / model.chunk_item_count_.sum()
+    p[(index < 0) | no_support] = share
+    all_ids = model.item_ids_.ids
+    in_chunk = model.item_ids_.lookup(chunk_ids)
+    dense = np.full((len(users), all_ids.shape[0]), -np.inf)
+    recent = recent_recount(given_logs, users, model.latest_chunk_, model.personal_window,
+                            model.personal_decay)
+    for row, r_u in enumerate(recent):
+        lam_u = lam if r_u else 0.0
+        dense[row, in_chunk] = (1 - lam_u) * p[row]
+        for item, r in r_u.items():
+            pos = model.item_ids_.lookup([item])[0]
+            base = dense[row, pos] if np.isfinite(dense[row, pos]) else 0.0
+            dense[row, pos] = base + lam_u * r
+    return dense, all_ids
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.integers(1, 16), st.sampled_from([0.25, 0.5, 1.0]), st.integers(1, 3),
+       st.sampled_from([0.5, 1.0]), st.sampled_from([0.0, 0.5]), st.booleans(),
+       st.booleans(), st.integers(0, 3))
+def test_recommend_equals_a_dense_computation_of_s(log, m, personal, window, decay,
+                                                   phi_decay, after_fit, exclude_seen, seed):
+    train, interests, chunk = log
+    model = MiCRO(personal=personal, personal_window=window, personal_decay=decay,
+                  phi_decay=phi_decay, random_state=seed).fit(train, item_interest=interests)
+    given_logs = train if after_fit else np.vstack([train, chunk])
+    if not after_fit:
+        model.partial_fit(chunk)
+    users = np.append(model.user_ids_.ids, 99)
+    items, scores = model.recommend(users, m, exclude_seen=exclude_seen)
+    dense, all_ids = dense_personal_scores(model, users, given_logs, personal)
+    if exclude_seen:
+        for row, user in enumerate(users):
+            seen = np.isin(all_ids, given_logs[given_logs[:, 0] == user, 1])
+            dense[row, seen] = -np.inf
+    for row in range(users.shape[0]):
+        n_ranked = min(m, int(np.isfinite(dense[row]).sum()))
+        got_items, got_scores = items[row, :n_ranked], scores[row, :n_ranked]
+        # every slot holds a distinct item, scored as the dense computation
+        assert np.unique(got_items).shape[0] == n_ranked
+        position = model.item_ids_.lookup(got_items)
+        assert (position >= 0).all()
+        np.testing.assert_allclose(got_scores, dense[row, position], rtol=1e-6, atol=1e-12)
+        # and they are its best n_ranked, best first: the same answer up to ties
+        best = np.sort(dense[row])[::-1][:n_ranked]
+        np.testing.assert_allclose(got_scores, best, rtol=1e-6, atol=1e-12)
+        assert (items[row, n_ranked:] == -1).all() and np.isneginf(scores[row, n_ranked:]).all()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.integers(1, 12), st.sampled_from([0.0, 0.5]), st.booleans(),
+       st.integers(0, 3))
+def test_users_without_a_recent_item_get_the_papers_answer(log, m, phi_decay, exclude_seen,
+                                                          seed):
+    train, interests, chunk = log
+    paper = MiCRO(phi_decay=phi_decay, random_state=seed).fit(train, item_interest=interests)
+    personal = MiCRO(personal=0.5, personal_window=1, phi_decay=phi_decay,
+                     random_state=seed).fit(train, item_interest=interests)
+    paper.partial_fit(chunk)
+    personal.partial_fit(chunk)
+    # with a window of one chunk, only the latest chunk's users have recent items
+    users = np.append(np.setdiff1d(paper.user_ids_.ids, chunk[chunk[:, 2] == chunk[:, 2].max(),
+                                                                 0]), 99)
+    a = paper.recommend(users, m, exclude_seen=exclude_seen)
+    b = personal.recommend(users, m, exclude_seen=exclude_seen)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_the_papers_model_is_the_default_and_learned_zero():
+    # no (user, item) pair of TRAIN's last chunk repeats one of the chunk before
+    learned = fitted(personal="learned", phi_decay="auto")
+    assert learned.personal_weight_ == 0.0 and learned.phi_decay_ == 0.0
+    paper = fitted()
+    for model in (learned, paper):
+        model.partial_fit(CHUNK)
+    assert state_differences(learned, paper, ignore=("personal", "phi_decay")) == []
+    users = [0, 1, 2, 3, 99]
+    for exclude_seen in (False, True):
+        a = learned.recommend(users, 6, exclude_seen=exclude_seen)
+        b = paper.recommend(users, 6, exclude_seen=exclude_seen)
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_recent_items_are_a_recount_of_the_window_after_every_chunk():
+    log = np.vstack([TRAIN, CHUNK, [[0, 30, 4], [0, 10, 4], [4, 30, 4]],
+                     [[1, 31, 5], [0, 30, 5]]])
+    model = fitted(personal=0.5, personal_window=2, personal_decay=0.25)
+    for chunk in (None, 2, 4, 5):
+        if chunk is not None:
+            before = {name: getattr(model, name).copy() for name in
+                      ("recent_indptr_", "recent_item_", "recent_chunk_", "recent_weight_")}
+            kept = {name: getattr(model, name) for name in before}
+            model.partial_fit(log[log[:, 2] == chunk])
+            # replaced, not modified in place
+            for name in before:
+                np.testing.assert_array_equal(kept[name], before[name])
+        given = log[log[:, 2] <= model.latest_chunk_]
+        users = model.user_ids_.ids
+        indptr = model.recent_indptr_
+        assert indptr.shape == (len(users) + 1,)
+        assert model.recent_item_.dtype == np.int32 and model.recent_weight_.dtype == np.float32
+        for row, user in enumerate(users):
+            span = slice(indptr[row], indptr[row + 1])
+            got = {}
+            for item, c, w in zip(model.item_ids_.ids[model.recent_item_[span]],
+                                  model.recent_chunk_[span], model.recent_weight_[span],
+                                  strict=True):
+                got[(int(item), int(c))] = float(w)
+            want = {}
+            mine = given[(given[:, 0] == user) & (given[:, 2] > model.latest_chunk_ - 2)]
+            for _, item, c in mine:
+                want[(item, c)] = want.get((item, c), 0.0) + 0.25 ** (model.latest_chunk_ - c)
+            assert got.keys() == want.keys()
+            np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-6)
+
+
+def test_recent_items_not_in_the_latest_chunk_are_recommended():
+    model = fitted(personal=0.5)
+    model.partial_fit(CHUNK)
+    # user 0 engaged 11 and 12 in training; neither is in chunk 2
+    items, scores = model.recommend([0], 6)
+    assert {11, 12} <= set(items[0].tolist())
+    paper = fitted().partial_fit(CHUNK)
+    assert not {11, 12} & set(paper.recommend([0], 6)[0][0].tolist())
+
+
+class Injected(Exception):
+    """The failure the test injects."""
+
+
+@pytest.mark.parametrize("n_call", [1, 2])
+def test_partial_fit_is_all_or_nothing_with_recent_items(monkeypatch, n_call):
+    X_train, X_next = make_log(5, n_chunks=8, n_train=4)
+    model = Pipeline([("embed", FixedEmbedder()),
+                      ("interests", SphericalKMeans(n_clusters=3, random_state=0)),
+                      ("micro", MiCRO(personal=0.5, phi_decay="auto", random_state=0))])
+    model.fit(X_train)
+    micro = model[-1]
+    assert micro.recent_item_.shape[0] > 0
+    untouched = pickle.loads(pickle.dumps(micro))
+    original = MiCRO._set_chunk
+    calls = {"n": 0}
+
+    def failing(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == n_call:
+            raise Injected
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(MiCRO, "_set_chunk", failing)
+    with pytest.raises(Injected):
+        micro.partial_fit(X_next)
+    assert state_differences(micro, untouched) == []
+    monkeypatch.undo()
+    micro.partial_fit(X_next)
+    untouched.partial_fit(X_next)
+    assert state_differences(micro, untouched) == []
+    users = np.append(X_next.user.unique(), -1)
+    for exclude_seen in (False, True):
+        a = micro.recommend(users, 15, exclude_seen=exclude_seen)
+        b = untouched.recommend(users, 15, exclude_seen=exclude_seen)
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_pickle_round_trip_with_recent_items():
+    model = fitted(personal=0.4, phi_decay="auto").partial_fit(CHUNK)
+    back = pickle.loads(pickle.dumps(model))
+    assert state_differences(model, back) == []
+    for exclude_seen in (False, True):
+        a = model.recommend([0, 1, 2, 3, 99], 7, exclude_seen=exclude_seen)
+        b = back.recommend([0, 1, 2, 3, 99], 7, exclude_seen=exclude_seen)
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    back.partial_fit(np.array([[0, 11, 3], [5, 20, 3]]))
+    model.partial_fit(np.array([[0, 11, 3], [5, 20, 3]]))
+    assert state_differences(model, back) == []
+
+
+def _prototypes():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import _quality_prototypes
+    finally:
+        sys.path.pop(0)
+    return _quality_prototypes
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_learned_and_auto_equal_the_prototypes(seed):
+    proto = _prototypes()
+    log = make_engagements(n_users=300, n_items=900, n_chunks=12, n_interests=8,
+                           n_engagements=6000, random_state=seed)
+    model = MiCRO(personal="learned", phi_decay="auto", personal_window=4, random_state=0)
+    model.fit(log, item_interest=(np.unique(log.item), np.unique(log.item) % 8))
+    assert model.personal_weight_ == proto.training_repeat_rate(log, window=4)
+    assert model.phi_decay_ == proto.select_phi_decay(log, (0.0, 0.1, 0.25, 0.5, 0.75, 0.9))[0]
+    assert model.personal_weight_ > 0
+
+
+def _personal_pipeline(personal):
+    return lambda: Pipeline([("embed", FixedEmbedder()),
+                             ("interests", SphericalKMeans(n_clusters=3, random_state=0)),
+                             ("micro", MiCRO(personal=personal, phi_decay="auto",
+                                             random_state=0))])
+
+
+@pytest.mark.parametrize("personal", ["learned", 0.5])
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_recommender_protocol_with_the_personal_component(check, personal):
+    check(_personal_pipeline(personal), *make_log())
+
+
+def test_skops_round_trip_with_recent_items(tmp_path):
+    pytest.importorskip("skops")
+    from sklearn_micro.persistence import dump, load
+
+    model = fitted(personal=0.4, phi_decay="auto").partial_fit(CHUNK)
+    back = load(dump(model, tmp_path / "model.skops"))
+    assert state_differences(model, back) == []
+    a = model.recommend([0, 1, 2, 3, 99], 7)
+    b = back.recommend([0, 1, 2, 3, 99], 7)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
