@@ -84,7 +84,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     beta : float, default=0.01
         Symmetric Dirichlet prior of ``phi[k, t]`` over the ``I_t`` distinct items of chunk
         ``t``.
-    personal : float in [0, 1] or "learned", default=0.0
+    personal : float in [0, 1] or "learned", default="learned"
         Weight ``lam`` of the user's own recent items as one more component of the
         mixture: items are ranked by ``s(i) = (1 - lam_u) * p_t(i|u) + lam_u * r_u(i)``,
         where ``r_u`` is the user's engagements of the last ``personal_window`` chunks,
@@ -98,7 +98,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         Chunks of a user's history that make up ``r_u``.
     personal_decay : float in (0, 1], default=0.5
         Weight of an engagement in ``r_u`` per chunk of age.
-    phi_decay : float in [0, 1) or "auto", default=0.0
+    phi_decay : float in [0, 1) or "auto", default="auto"
         Weight of the previous ``phi`` counts carried into each new chunk's, for
         retrieval: ``phi`` after chunk ``t`` comes from ``N[i, k, t] + phi_decay *
         N'[i, k, t - 1]`` (and popularity likewise), so items engaged in recent chunks
@@ -242,8 +242,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, alpha=1.0, *, beta=0.01, personal=0.0, personal_window=8,
-                 personal_decay=0.5, phi_decay=0.0, max_sweeps=100, tol=1e-3,
+    def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", personal_window=8,
+                 personal_decay=0.5, phi_decay="auto", max_sweeps=100, tol=1e-3,
                  random_state=None, n_jobs=None, verbose=0):
         self.alpha = alpha
         self.beta = beta

@@ -107,7 +107,8 @@ def test_one_sweep_of_partial_fit_draws_from_the_exact_conditional():
     interests = (list(train_items.values()), list(train_items))
     draws = []
     for seed in range(1500):
-        model = MiCRO(alpha=ALPHA, beta=BETA, max_sweeps=1, tol=0, random_state=seed)
+        model = MiCRO(alpha=ALPHA, beta=BETA, max_sweeps=1, tol=0, random_state=seed,
+                      personal=0, phi_decay=0)
         model.fit(np.array(train), item_interest=interests).partial_fit(chunk)
         a = model.user_ids_.lookup([ids["A"]])[0]
         span = slice(model.support_indptr_[a], model.support_indptr_[a + 1])
@@ -165,7 +166,8 @@ def logs(draw):
 def test_recommend_equals_a_dense_scan_up_to_ties(log, m, phi_decay, after_fit, exclude_seen,
                                                   seed):
     train, interests, chunk = log
-    model = MiCRO(phi_decay=phi_decay, random_state=seed).fit(train, item_interest=interests)
+    model = MiCRO(personal=0, phi_decay=phi_decay, random_state=seed).fit(
+        train, item_interest=interests)
     given_logs = train if after_fit else np.vstack([train, chunk])
     if not after_fit:
         model.partial_fit(chunk)
@@ -197,7 +199,7 @@ def test_recommend_equals_a_dense_scan_up_to_ties(log, m, phi_decay, after_fit, 
 @pytest.mark.parametrize("phi_decay", [0.0, 0.5])
 def test_users_without_support_get_the_popularity_share(phi_decay):
     train = np.array([[0, 10, 0], [1, 11, 0]])
-    model = MiCRO(phi_decay=phi_decay, random_state=0).fit(
+    model = MiCRO(personal=0, phi_decay=phi_decay, random_state=0).fit(
         train, item_interest=([10, 11], [0, 1]))
     # user 7 is new and engages a new item only: no interest can be given
     model.partial_fit(np.array([[7, 20, 1], [0, 10, 1], [0, 10, 1], [1, 11, 1]]))

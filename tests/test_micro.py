@@ -317,7 +317,7 @@ def test_recommend_properties(case, m):
     if len(train) == 0:
         train, test = log, log[:0]
     train_items = np.unique(train[:, 1])
-    model = MiCRO(random_state=seed).fit(
+    model = MiCRO(personal=0, phi_decay=0, random_state=seed).fit(
         train, item_interest=(train_items, train_items % K))
     if len(test):
         model.partial_fit(test)

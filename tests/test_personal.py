@@ -1,8 +1,9 @@
 """MiCRO's personal component and ``phi_decay="auto"``.
 
 - The parameters are validated with errors that name them.
-- ``personal=0`` and ``phi_decay=0`` are the paper's model: users without a recent item get
-  exactly the paper's answer, and "learned" on a log without repeats is the paper's model.
+- ``personal=0`` and ``phi_decay=0`` are the paper's model (the defaults are "learned" and
+  "auto"): users without a recent item get exactly the paper's answer, and "learned" on a
+  log without repeats is the paper's model.
 - ``recommend`` against a dense computation of ``s(i) = (1 - lam_u) p_t(i|u) + lam_u
   r_u(i)`` over the latest chunk's items and the users' recent items, on logs drawn by
   hypothesis: equal up to ties.
@@ -62,7 +63,7 @@ def test_bad_parameters_are_named(params, message):
 def test_fitted_values_of_the_settings():
     model = fitted(personal=0.3, phi_decay=0.5)
     assert model.personal_weight_ == 0.3 and model.phi_decay_ == 0.5
-    model = fitted()
+    model = fitted(personal=0, phi_decay=0)
     assert model.personal_weight_ == 0.0 and model.phi_decay_ == 0.0
     assert model.recent_item_.shape == (0,)
     model.partial_fit(CHUNK)
@@ -146,7 +147,8 @@ def test_recommend_equals_a_dense_computation_of_s(log, m, personal, window, dec
 def test_users_without_a_recent_item_get_the_papers_answer(log, m, phi_decay, exclude_seen,
                                                           seed):
     train, interests, chunk = log
-    paper = MiCRO(phi_decay=phi_decay, random_state=seed).fit(train, item_interest=interests)
+    paper = MiCRO(personal=0, phi_decay=phi_decay, random_state=seed).fit(
+        train, item_interest=interests)
     personal = MiCRO(personal=0.5, personal_window=1, phi_decay=phi_decay,
                      random_state=seed).fit(train, item_interest=interests)
     paper.partial_fit(chunk)
@@ -160,11 +162,12 @@ def test_users_without_a_recent_item_get_the_papers_answer(log, m, phi_decay, ex
     np.testing.assert_array_equal(a[1], b[1])
 
 
-def test_the_papers_model_is_the_default_and_learned_zero():
+def test_the_papers_model_is_one_setting_away_and_learned_zero():
     # no (user, item) pair of TRAIN's last chunk repeats one of the chunk before
-    learned = fitted(personal="learned", phi_decay="auto")
+    learned = fitted()
+    assert (learned.personal, learned.phi_decay) == ("learned", "auto")
     assert learned.personal_weight_ == 0.0 and learned.phi_decay_ == 0.0
-    paper = fitted()
+    paper = fitted(personal=0, phi_decay=0)
     for model in (learned, paper):
         model.partial_fit(CHUNK)
     assert state_differences(learned, paper, ignore=("personal", "phi_decay")) == []
