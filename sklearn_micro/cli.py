@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -62,8 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("-m", type=int, default=100, metavar="M",
                      help="candidates retrieved per user and chunk (default: 100)")
     rep.add_argument("--out", default="micro-results", metavar="DIR",
-                     help="folder for the table and the per-chunk plots "
-                          "(default: ./micro-results)")
+                     help="folder for the table, the per-chunk plots, the per-stage "
+                          "figures (stages.json) and the checkpoints (default: ./micro-results)")
     rep.add_argument("--baselines", default="ANN,Popularity", metavar="LIST",
                      help="comma-separated baselines among ANN, Popularity, RecentItems, ALS "
                           "(default: ANN,Popularity)")
@@ -77,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--chunk-length", type=float, default=None, metavar="SECONDS",
                      help="chunk length for --time or the raw Higgs/MovieLens files")
     rep.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    rep.add_argument("--n-jobs", type=int, default=-1, metavar="N",
+                     help="threads of every estimator (default: -1, all cores)")
+    rep.add_argument("--resume", action="store_true",
+                     help="carry on a run that was stopped, from the checkpoints in --out "
+                          "(the last finished stage or test chunk)")
+    rep.add_argument("--no-checkpoints", action="store_true",
+                     help="save no checkpoints in --out (a stopped run starts over)")
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
@@ -120,33 +128,73 @@ def _load(args):
     return log, str(path)
 
 
+def _config(args) -> dict:
+    """What a run's checkpoints depend on: the data file and every setting of the run."""
+    config = {name: getattr(args, name) for name in (
+        "data", "k", "train_chunks", "m", "baselines", "dim", "user", "item", "chunk", "time",
+        "chunk_length", "seed")}
+    if args.data is not None and Path(args.data).is_file():
+        stat = Path(args.data).stat()
+        config["data"] = str(Path(args.data).resolve())
+        config["data_size"] = stat.st_size
+        config["data_mtime"] = int(stat.st_mtime)
+    return config
+
+
 def reproduce(args) -> int:
     from ._log import distinct
-    from .experiment import plot_per_chunk, results_table, run_experiment, split_chunks
+    from .experiment import (
+        Stages,
+        compact_log,
+        plot_per_chunk,
+        results_table,
+        run_experiment,
+        split_chunks,
+    )
 
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
     for value, flag in ((args.k, "--k"), (args.m, "-m"), (args.dim, "--dim")):
         if value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
+    if args.resume and args.no_checkpoints:
+        raise CommandError("--resume needs the checkpoints that --no-checkpoints leaves out")
     started = time.perf_counter()
-    log, source = _load(args)
+    out = Path(args.out)
+    checkpoints = None if args.no_checkpoints else out / "checkpoints"
+    if args.resume and not (checkpoints / "config.json").is_file():
+        raise CommandError(f"--resume: no checkpoints in {str(checkpoints)!r} (--out)")
+    try:
+        stages = Stages(checkpoints, resume=args.resume, config=_config(args))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    sources = []
+
+    def load():
+        log, source = _load(args)
+        sources.append(source)
+        return compact_log(log), source
+
+    log, source = stages.run("load", load, work=0)
+    stages.stages[-1].work = len(log)
     train, test = split_chunks(log, args.train_chunks)
     print(f"data: {source}")
     print(f"{len(log):,} engagements, {len(distinct(log.user)):,} users, "
           f"{len(distinct(log.item)):,} items, chunks {log.chunk.min()}..{log.chunk.max()}; "
           f"train on chunks up to {train.chunk.max()} ({len(train):,} engagements), "
-          f"test on {len(distinct(test.chunk))} chunks ({len(test):,} engagements)")
+          f"test on {len(distinct(test.chunk))} chunks ({len(test):,} engagements)",
+          flush=True)
+    del log
     m_values = sorted({min(50, args.m), args.m})
     reports = run_experiment(train, test, n_interests=args.k, methods=["MiCRO", *baselines],
                              n_components=args.dim, m_values=m_values,
-                             random_state=args.seed, progress=not args.quiet)
+                             random_state=args.seed, progress=not args.quiet,
+                             n_jobs=args.n_jobs, stages=stages)
     overall = results_table(reports, m_values)
     per_user = results_table(reports, m_values, aggregate="per_user")
     text = (f"Mean over all (user, chunk) points:\n\n{overall}\n\n"
             f"Per-user aggregate over all test chunks (the paper's table):\n\n{per_user}\n")
     print()
     print(text)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(f"data: {source}\n\n{text}")
     try:
@@ -154,6 +202,10 @@ def reproduce(args) -> int:
         print("plots: " + ", ".join(str(p) for p in paths))
     except ImportError as exc:
         print(f"no plots: {exc}")
+    print(f"\nPer stage (peak: the process's resident memory during the stage):\n\n"
+          f"{stages.table()}\n")
+    (out / "stages.json").write_text(json.dumps(
+        {**stages.to_dict(), "seconds": time.perf_counter() - started}, indent=1))
     print(f"table: {out / 'results.md'}; {time.perf_counter() - started:.0f} s in all")
     return 0
 
