@@ -74,28 +74,41 @@ def _nonzero_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
-                 out_items, out_scores, out_n):
+                 out_items, out_scores, out_n, n_threads=1):
     """Exact top-m of ``queries @ vectors.T`` over ``candidates``, in bounded blocks.
 
     Products are taken in float64 and rounded to float32, so a user's scores do not depend on
-    which other users share the block.
+    which other users share the block. With ``n_threads > 1`` blocks of users are ranked on
+    that many threads (the products and the ranking kernel release the GIL).
     """
     n_q, n_c = queries.shape[0], vectors.shape[0]
     if n_q == 0 or n_c == 0:
         return
     item_block = min(n_c, _ITEM_BLOCK)
     user_block = max(1, _BLOCK_SCORES // item_block)
-    for i0 in range(0, n_c, item_block):
-        i1 = min(n_c, i0 + item_block)
-        block_vectors = vectors[i0:i1].astype(np.float64).T
-        block_items = candidates[i0:i1]
-        for u0 in range(0, n_q, user_block):
-            u1 = min(n_q, u0 + user_block)
-            block = (queries[u0:u1].astype(np.float64) @ block_vectors).astype(np.float32)
+
+    def rank(u0):
+        u1 = min(n_q, u0 + user_block)
+        user_queries = queries[u0:u1].astype(np.float64)
+        for i0 in range(0, n_c, item_block):
+            i1 = min(n_c, i0 + item_block)
+            block = (user_queries @ vectors[i0:i1].astype(np.float64).T).astype(np.float32)
             top_m_dense(
-                block, block_items, tie_key, seen_indptr[u0 : u1 + 1], seen_items,
+                block, candidates[i0:i1], tie_key, seen_indptr[u0 : u1 + 1], seen_items,
                 out_items[u0:u1], out_scores[u0:u1], out_n[u0:u1],
             )
+
+    starts = range(0, n_q, user_block)
+    if n_threads <= 1 or n_q <= user_block:
+        for u0 in starts:
+            rank(u0)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(rank, starts))
 
 
 class _WindowRecommender(RecommenderMixin, BaseEstimator):
@@ -424,6 +437,11 @@ class ANNRecommender(_WindowRecommender):
     random_state : int, RandomState instance or None, default=None
         Seeds the NNDescent index; fixed for the fitted state, so a pickled and restored
         recommender answers the same.
+    n_jobs : int or None, default=None
+        Threads answering ``recommend``: users are queried in parallel, against one index
+        built once per chunk (the index itself is built on one thread, which keeps it the
+        same for a given ``random_state``). None means 1, -1 all cores. Answers do not
+        depend on it.
 
     Attributes
     ----------
@@ -462,6 +480,7 @@ class ANNRecommender(_WindowRecommender):
         "method": [StrOptions({"auto", "exact", "nndescent"})],
         "n_neighbors": [Interval(Integral, 2, None, closed="left")],
         "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -471,11 +490,18 @@ class ANNRecommender(_WindowRecommender):
         method: str = "auto",
         n_neighbors: int = 30,
         random_state=None,
+        n_jobs: int | None = None,
     ):
         super().__init__(window=window)
         self.method = method
         self.n_neighbors = n_neighbors
         self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _threads(self) -> int:
+        from joblib import effective_n_jobs
+
+        return max(1, effective_n_jobs(self.n_jobs))
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -496,13 +522,15 @@ class ANNRecommender(_WindowRecommender):
                 f"got shape {vectors.shape}."
             )
         user_ids, _ = X.user_ids.extend(log.user, name="X user ids")
-        grown = np.zeros((len(user_ids), vectors.shape[1]), np.float32)
-        grown[: vectors.shape[0]] = vectors
+        if len(user_ids) > vectors.shape[0]:
+            grown = np.zeros((len(user_ids), vectors.shape[1]), np.float32)
+            grown[: vectors.shape[0]] = vectors
+            vectors = grown
         rng = check_random_state(self.random_state)
         return {
             "user_ids_": user_ids,
             "item_ids_": Vocabulary.from_ids(log.item),
-            "user_vectors_": grown,
+            "user_vectors_": vectors,
             "random_state_": rng,
         }
 
@@ -567,7 +595,7 @@ class ANNRecommender(_WindowRecommender):
 
             self._index = NNDescent(
                 self.item_vectors_, metric="cosine", n_neighbors=self.n_neighbors,
-                random_state=self.index_seed_,
+                random_state=self.index_seed_, parallel_batch_queries=self._threads() > 1,
             )
         return self._index
 
@@ -588,7 +616,7 @@ class ANNRecommender(_WindowRecommender):
         else:
             _exact_top_m(
                 queries, self.item_vectors_, self.candidate_items_, self.item_rank_,
-                sub_indptr, sub_seen, out_items, out_scores, out_n,
+                sub_indptr, sub_seen, out_items, out_scores, out_n, self._threads(),
             )
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
 

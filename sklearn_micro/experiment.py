@@ -132,6 +132,7 @@ class Stage:
 
     name: str
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     peak: int = 0
     work: int = 0
     unit: str = "engagements"
@@ -250,9 +251,10 @@ class Stages:
         """Time the block and read its peak memory into a new `Stage`, which it yields."""
         stage = Stage(name, work=int(work), unit=unit)
         _reset_peak()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         yield stage
         stage.seconds = time.perf_counter() - start
+        stage.cpu_seconds = time.process_time() - cpu
         stage.peak = _peak_bytes()
         self.stages.append(stage)
         how = " (from its checkpoint)" if stage.resumed else ""
@@ -274,19 +276,20 @@ class Stages:
 
     def table(self) -> str:
         """The stages as a markdown table: seconds, peak memory, throughput."""
-        lines = ["| stage | seconds | peak MiB | throughput | checkpoints |",
-                 "|---|---:|---:|---:|---:|"]
+        lines = ["| stage | seconds | cpu seconds | peak MiB | throughput | checkpoints |",
+                 "|---|---:|---:|---:|---:|---:|"]
         for s in self.stages:
             rate = f"{s.work / s.seconds:,.0f} {s.unit}/s" if s.work and s.seconds > 0 else ""
             if s.resumed:
                 rate = "from checkpoint"
             saved = (f"{s.n_checkpoints} in {s.checkpoint_seconds:.1f} s"
                      if s.n_checkpoints else "")
-            lines.append(f"| {s.name} | {s.seconds:.1f} | {s.peak / 2**20:,.0f} | {rate} | "
-                         f"{saved} |")
+            lines.append(f"| {s.name} | {s.seconds:.1f} | {s.cpu_seconds:.1f} | "
+                         f"{s.peak / 2**20:,.0f} | {rate} | {saved} |")
         total = sum(s.seconds for s in self.stages)
+        cpu = sum(s.cpu_seconds for s in self.stages)
         peak = max((s.peak for s in self.stages), default=0)
-        lines.append(f"| all stages | {total:.1f} | {peak / 2**20:,.0f} | | |")
+        lines.append(f"| all stages | {total:.1f} | {cpu:.1f} | {peak / 2**20:,.0f} | | |")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

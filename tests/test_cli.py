@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -52,5 +53,27 @@ def test_reproduce_on_a_small_file(tmp_path, capsys):
         assert f"| {method} |" in printed
     assert "recall@100" in printed and "ndcg@50" in printed
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert written == ["mrr_at_100_per_chunk.png", "ndcg_at_100_per_chunk.png",
-                       "recall_at_100_per_chunk.png", "results.md"]
+    assert written == ["checkpoints", "mrr_at_100_per_chunk.png", "ndcg_at_100_per_chunk.png",
+                       "recall_at_100_per_chunk.png", "results.md", "stages.json"]
+    # the per-stage summary: every stage with its time, peak memory and throughput
+    assert "| stage | seconds | cpu seconds | peak MiB | throughput |" in printed
+    for stage in ("load", "graph embedding", "clustering", "MiCRO fit",
+                  "MiCRO rolling evaluation", "ANN rolling evaluation",
+                  "Popularity rolling evaluation"):
+        assert f"| {stage} |" in printed
+    stages = json.loads((tmp_path / "out" / "stages.json").read_text())["stages"]
+    assert [s["name"] for s in stages][:3] == ["load", "graph embedding", "clustering"]
+    assert all(s["peak"] > 0 and s["seconds"] >= 0 for s in stages)
+    # without checkpoints nothing is saved
+    out = tmp_path / "bare"
+    assert main(["reproduce", "--data", str(path), "--k", "5", "--dim", "8",
+                 "--train-chunks", "4", "--out", str(out), "--quiet",
+                 "--no-checkpoints", "--baselines", "Popularity"]) == 0
+    assert not (out / "checkpoints").exists()
+
+
+def test_resume_errors_are_one_line(tmp_path):
+    out = run("reproduce", "--resume", "--out", str(tmp_path / "none"))
+    assert out.returncode == 2 and "no checkpoints" in out.stderr
+    out = run("reproduce", "--resume", "--no-checkpoints")
+    assert out.returncode == 2 and "--no-checkpoints" in out.stderr
