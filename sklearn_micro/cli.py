@@ -118,14 +118,35 @@ def _load(args):
     if args.time is None and args.chunk is None and args.user == "user":
         columns = set(_header(path))
         if {"user_index", "tweet_index", "time_chunk"} <= columns:
-            return datasets.read_twitter_fave(path), f"{path} (TwitterFaveGraph)"
+            return _read_compact(path, user="user_index", item="tweet_index",
+                                 chunk="time_chunk"), f"{path} (TwitterFaveGraph)"
         if {"user_index", "author_index", "time_chunk"} <= columns:
-            return datasets.read_twitter_follow(path), f"{path} (TwitterFollowGraph)"
+            return _read_compact(path, user="user_index", item="author_index",
+                                 chunk="time_chunk"), f"{path} (TwitterFollowGraph)"
     if args.time is not None and args.chunk_length is None:
         raise CommandError("--time needs --chunk-length (seconds per chunk)")
-    log = datasets.read_log(path, user=args.user, item=args.item, chunk=args.chunk,
-                            time=args.time, chunk_length=args.chunk_length)
-    return log, str(path)
+    if args.time is not None:
+        log = datasets.read_log(path, user=args.user, item=args.item, time=args.time,
+                                chunk_length=args.chunk_length)
+        return log, str(path)
+    return _read_compact(path, user=args.user, item=args.item, chunk=args.chunk), str(path)
+
+
+def _read_compact(path: Path, **columns):
+    """The file's log in compact arrays (`compact_chunks`), read one chunk at a time when
+    the file is sorted by chunk (the paper's files are), else read whole and sorted."""
+    from . import datasets
+    from .experiment import compact_chunks, compact_log
+
+    n_rows = None
+    if path.suffix.lower() in (".parquet", ".pq"):
+        n_rows = datasets._import_pyarrow().parquet.ParquetFile(path).metadata.num_rows
+    try:
+        return compact_chunks(datasets.iter_log_chunks(path, **columns), n_rows=n_rows)
+    except ValueError as exc:
+        if "sorted by chunk" not in str(exc):
+            raise
+    return compact_log(datasets.read_log(path, **columns))
 
 
 def _config(args) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
+from ._log import COLUMNS, EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
 from .baselines import (
     ALSRecommender,
     ANNRecommender,
@@ -35,7 +35,7 @@ from .embedding import GraphEmbedder
 from .micro import MiCRO
 from .model_selection import RollingEvaluation, RollingReport
 
-__all__ = ["METHODS", "Stages", "compact_log", "plot_per_chunk", "results_table",
+__all__ = ["METHODS", "Stages", "compact_chunks", "compact_log", "plot_per_chunk", "results_table",
            "run_experiment", "split_chunks"]
 
 METHODS = ("MiCRO", "ANN", "Popularity", "RecentItems", "ALS")
@@ -62,15 +62,54 @@ def compact_log(log) -> EngagementLog:
         order = np.argsort(chunk, kind="stable")
 
     def narrow(values):
-        if values.dtype.kind in "iu" and values.size and (
-                values.min() >= np.iinfo(np.int32).min
-                and values.max() <= np.iinfo(np.int32).max):
+        if values.size and _fits_int32(values):
             values = values.astype(np.int32, copy=False)
         return values if order is None else values[order]
 
     user = narrow(log.user)
     item = narrow(log.item)
     return EngagementLog(user, item, narrow(chunk))
+
+
+def _fits_int32(values: np.ndarray) -> bool:
+    return values.dtype.kind in "iu" and (not values.size or (
+        values.min() >= np.iinfo(np.int32).min and values.max() <= np.iinfo(np.int32).max))
+
+
+def compact_chunks(chunks, n_rows: int | None = None) -> EngagementLog:
+    """A log from its chunks, ``(chunk, EngagementLog)`` in increasing order, held once.
+
+    Columns are int32 while every value fits (a column widens to int64 when one does not).
+    With ``n_rows`` (a Parquet file's metadata has it) the columns are allocated once and
+    filled, so memory holds the log plus one chunk; otherwise the chunks are joined at the
+    end, which holds the log twice for a moment.
+    """
+    columns = None
+    parts: list[EngagementLog] = []
+    filled = 0
+    for _, part in chunks:
+        part = check_log(part)
+        if n_rows is None:
+            parts.append(compact_log(part))
+            continue
+        if columns is None:
+            columns = [np.empty(n_rows, np.int32) for _ in range(3)]
+        end = filled + len(part)
+        if end > n_rows:
+            raise ValueError(f"n_rows: the chunks hold more than {n_rows} rows.")
+        for j, values in enumerate((part.user, part.item, part.chunk)):
+            if columns[j].dtype == np.int32 and not _fits_int32(values):
+                columns[j] = columns[j].astype(np.int64)
+            columns[j][filled:end] = values
+        filled = end
+    if n_rows is None:
+        if not parts:
+            return check_log(np.empty((0, 3), np.int64), allow_empty=True)
+        joined = [np.concatenate([getattr(p, c) for p in parts]) for c in COLUMNS]
+        return EngagementLog(*joined)
+    if columns is None or filled != n_rows:
+        raise ValueError(f"n_rows: the chunks hold {filled} rows, not {n_rows}.")
+    return EngagementLog(*columns)
 
 
 def split_chunks(log, train_chunks: int | None = None) -> tuple[EngagementLog, EngagementLog]:
