@@ -177,18 +177,45 @@ def run_job(path: Path, shape: str, out: Path, k: int, dim: int, extra=()) -> di
 
 
 def stage_table(run: dict, n_engagements: int) -> str:
-    lines = ["| stage | seconds | peak MiB | items/s | bytes/eng. | us/eng. |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| stage | seconds | cpu seconds | peak MiB | throughput | peak bytes/eng. | "
+             "cpu us/eng. |", "|---|---:|---:|---:|---:|---:|---:|"]
     for stage in run["stages"]["stages"]:
-        rate = stage.get("work", 0) / stage["seconds"] if stage["seconds"] > 0 else 0
+        rate = (f"{stage['work'] / stage['seconds']:,.0f} {stage['unit']}/s"
+                if stage["seconds"] > 0 and stage["work"] else "")
         lines.append(
-            f"| {stage['name']} | {stage['seconds']:.1f} | {stage['peak'] / 2**20:.0f} | "
-            f"{rate:,.0f} {stage.get('unit', '')} | {stage['peak'] / n_engagements:.0f} | "
-            f"{1e6 * stage['seconds'] / n_engagements:.2f} |")
-    lines.append(f"| whole run | {run['wall']:.1f} | {run['peak'] / 2**20:.0f} | "
-                 f"{n_engagements / run['wall']:,.0f} eng. | "
-                 f"{run['peak'] / n_engagements:.0f} | "
-                 f"{1e6 * run['wall'] / n_engagements:.2f} |")
+            f"| {stage['name']} | {stage['seconds']:.1f} | {stage['cpu_seconds']:.1f} | "
+            f"{stage['peak'] / 2**20:,.0f} | {rate} | {stage['peak'] / n_engagements:.0f} | "
+            f"{1e6 * stage['cpu_seconds'] / n_engagements:.2f} |")
+    lines.append(f"| whole run | {run['wall']:.1f} | {run['cpu']:.1f} | "
+                 f"{run['peak'] / 2**20:,.0f} | {n_engagements / run['wall']:,.0f} "
+                 f"engagements/s | {run['peak'] / n_engagements:.0f} | "
+                 f"{1e6 * run['cpu'] / n_engagements:.2f} |")
+    return "\n".join(lines)
+
+
+def growth_tables(growth) -> str:
+    """Whole runs across scales, and each stage's peak and cpu time per engagement as the
+    slope between consecutive scales (what one more engagement costs)."""
+    lines = ["| shape | scale | engagements | seconds | cpu seconds | peak MiB | cpu us/eng. | "
+             "peak bytes/eng. |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for shape, scale, n, run in growth:
+        lines.append(f"| {shape} | {_scale_name(scale)} | {n:,} | {run['wall']:.0f} | "
+                     f"{run['cpu']:.0f} | {run['peak'] / 2**20:,.0f} | "
+                     f"{1e6 * run['cpu'] / n:.2f} | {run['peak'] / n:.0f} |")
+    lines += ["", "| shape | scales | stage | peak: bytes per added engagement | "
+              "cpu: us per added engagement |", "|---|---|---|---:|---:|"]
+    for (shape, s0, n0, r0), (shape1, s1, n1, r1) in zip(growth, growth[1:], strict=False):
+        if shape1 != shape:
+            continue
+        before = {s["name"]: s for s in r0["stages"]["stages"]}
+        for stage in r1["stages"]["stages"]:
+            old = before.get(stage["name"])
+            if old is None:
+                continue
+            lines.append(
+                f"| {shape} | {_scale_name(s0)} to {_scale_name(s1)} | {stage['name']} | "
+                f"{(stage['peak'] - old['peak']) / (n1 - n0):.0f} | "
+                f"{1e6 * (stage['cpu_seconds'] - old['cpu_seconds']) / (n1 - n0):.2f} |")
     return "\n".join(lines)
 
 
@@ -205,9 +232,22 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--generate-only", action="store_true")
     parser.add_argument("--regenerate", action="store_true")
+    parser.add_argument("--from-json", metavar="FILE", nargs="+",
+                        help="print the tables of earlier runs (their growth.json) again")
     args = parser.parse_args(argv)
     data_dir, out_dir = Path(args.data_dir), Path(args.out)
     growth = []
+    if args.from_json:
+        for path in args.from_json:
+            for g in json.loads(Path(path).read_text()):
+                growth.append((g["shape"], g["scale"], g["engagements"], g["run"]))
+        growth.sort(key=lambda g: (g[0], g[1]))
+        for shape, scale, n, run in growth:
+            print(f"\n### {shape}, {_scale_name(scale)} ({n:,} engagements)\n")
+            print(stage_table(run, n))
+        print("\n### Growth across scales\n")
+        print(growth_tables(growth))
+        return 0
     for shape in args.shapes:
         for scale in sorted(args.scales):
             path = data_path(data_dir, shape, scale, args.draw)
@@ -217,25 +257,23 @@ def main(argv=None) -> int:
                       flush=True)
             if args.generate_only:
                 continue
-            n = round(SHAPES[shape]["engagements"] * scale)
+            import pyarrow.parquet as pq
+
+            n = pq.ParquetFile(path).metadata.num_rows
             run = run_job(path, shape, out_dir / path.stem, args.k, args.dim)
             print(f"\n### {shape}, {_scale_name(scale)} ({n:,} engagements), K = {args.k}, "
                   f"{args.dim} dimensions\n")
             print(stage_table(run, n), flush=True)
             growth.append((shape, scale, n, run))
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / f"{path.stem}.json").write_text(json.dumps(
+                [dict(shape=shape, scale=scale, engagements=n, run=run)]))
     if len(growth) > 1:
         print("\n### Growth across scales\n")
-        print("| shape | scale | engagements | seconds | peak MiB | us/eng. | bytes/eng. |"
-              " time vs. previous | engagements vs. previous |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        previous = None
-        for shape, scale, n, run in growth:
-            ratio = (f"{run['wall'] / previous[1]:.2f}x | {n / previous[0]:.2f}x"
-                     if previous and previous[2] == shape else " | ")
-            print(f"| {shape} | {_scale_name(scale)} | {n:,} | {run['wall']:.0f} | "
-                  f"{run['peak'] / 2**20:.0f} | {1e6 * run['wall'] / n:.2f} | "
-                  f"{run['peak'] / n:.0f} | {ratio} |")
-            previous = (n, run["wall"], shape)
+        print(growth_tables(growth))
+    if growth:
+        (out_dir / "growth.json").write_text(json.dumps(
+            [dict(shape=g[0], scale=g[1], engagements=g[2], run=g[3]) for g in growth]))
     return 0
 
 

@@ -324,7 +324,7 @@ def test_report_without_points_has_the_same_aggregates():
                        points.groupby("user").size())
     assert sums.summary() == full.summary()
     with pytest.raises(ValueError, match="keep_points=True"):
-        sums.points
+        _ = sums.points
 
 
 def test_rolling_evaluation_pickled_midway_gives_the_same_report():
