@@ -25,7 +25,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._kernels.ranking import top_m_dense, top_m_sparse
 from ._kernels.topm import fill_remainder
-from ._log import EmbeddedLog, Vocabulary, check_log, iter_chunks
+from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr
 
 __all__ = [
@@ -111,6 +111,34 @@ def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
         list(pool.map(rank, starts))
 
 
+# rows whose ids are looked up at once while the seen items of a log are gathered
+_LOOKUP_ROWS = 1 << 20
+
+
+def _seen_of_log(user_ids: Vocabulary, item_ids: Vocabulary, log) -> SeenItems:
+    """The seen items of a whole log, gathered block by block into one sorted key array,
+    so memory holds about 8 bytes per engagement beyond the log (not the ids looked up)."""
+    n = len(log)
+    if len(user_ids) >= 2**31 or len(item_ids) >= 2**32:
+        raise ValueError(
+            "seen items are kept for up to 2**31 users and 2**32 items; got "
+            f"{len(user_ids)} users and {len(item_ids)} items."
+        )
+    keys = np.empty(n, np.int64)
+    for lo in range(0, n, _LOOKUP_ROWS):
+        hi = min(n, lo + _LOOKUP_ROWS)
+        user = user_ids.lookup(log.user[lo:hi], name="X user ids")
+        item = item_ids.lookup(log.item[lo:hi], name="X item ids")
+        np.bitwise_or(user << 32, item, out=keys[lo:hi])
+    keys.sort()
+    if n > 1:
+        keep = np.empty(n, bool)
+        keep[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+        keys = keys[keep]
+    return SeenItems(keys)
+
+
 class _WindowRecommender(RecommenderMixin, BaseEstimator):
     """Shared state of the baselines: vocabularies, seen items and the window's engagements.
 
@@ -173,18 +201,19 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
     def _fit(self, X):
         log = check_log(X)
         state = self._start(X, log)
-        user = state["user_ids_"].lookup(log.user, name="X user ids")
-        item = state["item_ids_"].lookup(log.item, name="X item ids")
         latest = int(log.chunk.max())
-        in_window = log.chunk > latest - self.window
+        in_window = np.flatnonzero(log.chunk > latest - self.window)
         state.update(
-            seen_items_=SeenItems().add(user, item),
+            seen_items_=_seen_of_log(state["user_ids_"], state["item_ids_"], log),
             latest_chunk_=latest,
-            window_user_=user[in_window],
-            window_item_=item[in_window],
+            window_user_=state["user_ids_"].lookup(log.user[in_window], name="X user ids"),
+            window_item_=state["item_ids_"].lookup(log.item[in_window], name="X item ids"),
             window_chunk_=log.chunk[in_window].astype(np.int64),
         )
-        self._fit_model(state, log, user, item)
+        if type(self)._fit_model is not _WindowRecommender._fit_model:
+            user = state["user_ids_"].lookup(log.user, name="X user ids")
+            item = state["item_ids_"].lookup(log.item, name="X item ids")
+            self._fit_model(state, log, user, item)
         self._finish(state)
         return self
 
@@ -521,7 +550,7 @@ class ANNRecommender(_WindowRecommender):
                 f"X.user_vectors must have one row per id of X.user_ids ({len(X.user_ids)}); "
                 f"got shape {vectors.shape}."
             )
-        user_ids, _ = X.user_ids.extend(log.user, name="X user ids")
+        user_ids, _ = X.user_ids.extend(distinct(log.user), name="X user ids")
         if len(user_ids) > vectors.shape[0]:
             grown = np.zeros((len(user_ids), vectors.shape[1]), np.float32)
             grown[: vectors.shape[0]] = vectors
