@@ -172,8 +172,10 @@ def run_job(path: Path, shape: str, out: Path, k: int, dim: int, extra=()) -> di
     if status != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed with status {status}")
     stages = json.loads((out / "stages.json").read_text())
-    return dict(wall=wall, peak=usage.ru_maxrss * 1024, stages=stages,
-                cpu=usage.ru_utime + usage.ru_stime)
+    # the command resets the high-water mark at each stage, so the run's peak is the
+    # largest of its stages' (ru_maxrss reports the last stage's alone)
+    peak = max([usage.ru_maxrss * 1024] + [s["peak"] for s in stages["stages"]])
+    return dict(wall=wall, peak=peak, stages=stages, cpu=usage.ru_utime + usage.ru_stime)
 
 
 def stage_table(run: dict, n_engagements: int) -> str:
