@@ -37,6 +37,13 @@ examples:
   sklearn-micro reproduce --data ../shared/data/higgs-twitter/higgs-activity_time.txt.gz \\
       --train-chunks 19 --k 200
   sklearn-micro reproduce --data fave.csv.zip --k 5000 --train-chunks 169 --out results
+  sklearn-micro reproduce --data fave.csv.zip --k 5000 --train-chunks 169 --out results \\
+      --resume        # after a run that was stopped: carry on from its checkpoints
+
+Each stage (load, graph embedding, clustering, each method's fit and rolling evaluation)
+is timed and its peak memory read; the table is printed at the end and written to
+OUT/stages.json. Checkpoints go to OUT/checkpoints (written atomically); --resume takes
+every finished stage, and the rolling evaluation's last saved test chunk, from there.
 """
 
 
