@@ -23,7 +23,7 @@ __all__ = ["ChunkSplit", "RollingEvaluation", "RollingReport", "RollingScorer",
            "make_rolling_scorer", "rolling_evaluate"]
 
 # users per recommend call during the rolling evaluation
-_USER_BLOCK = 1 << 16
+_USER_BLOCK = 1 << 14
 
 
 def _chunk_column(X) -> np.ndarray:
