@@ -176,6 +176,7 @@ class Stage:
     work: int = 0
     unit: str = "engagements"
     resumed: bool = False
+    note: str = ""
     checkpoint_seconds: float = 0.0
     n_checkpoints: int = 0
 
@@ -297,6 +298,7 @@ class Stages:
         stage.peak = _peak_bytes()
         self.stages.append(stage)
         how = " (from its checkpoint)" if stage.resumed else ""
+        how += f" ({stage.note})" if stage.note else ""
         saved = (f", {stage.n_checkpoints} checkpoints {stage.checkpoint_seconds:.1f} s"
                  if stage.n_checkpoints else "")
         self.say(f"{name}{how}: {stage.seconds:.1f} s, peak {stage.peak / 2**20:,.0f} MiB"
@@ -321,6 +323,8 @@ class Stages:
             rate = f"{s.work / s.seconds:,.0f} {s.unit}/s" if s.work and s.seconds > 0 else ""
             if s.resumed:
                 rate = "from checkpoint"
+            elif s.note:
+                rate = f"{rate}, {s.note}" if rate else s.note
             saved = (f"{s.n_checkpoints} in {s.checkpoint_seconds:.1f} s"
                      if s.n_checkpoints else "")
             lines.append(f"| {s.name} | {s.seconds:.1f} | {s.cpu_seconds:.1f} | "
@@ -482,7 +486,8 @@ def _evaluate(evaluation: RollingEvaluation, test: EngagementLog, name: str,
     chunks = [(c, rows) for c, rows in iter_chunks(test.chunk) if c not in done]
     with stages.measure(name.replace("rolling", "rolling evaluation"),
                         work=sum(r.shape[0] for _, r in chunks)) as stage:
-        stage.resumed = bool(done)
+        if done:
+            stage.note = f"resumed after chunk {max(done)}"
         steps = chunks
         if progress:
             from tqdm.auto import tqdm

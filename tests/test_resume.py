@@ -87,8 +87,13 @@ def test_resume_after_a_kill_prints_the_same_tables(data_file, uninterrupted, tm
     resumed = _run([*args, "--resume"])
     assert resumed.returncode == 0, resumed.stderr
     assert _tables(resumed.stdout) == uninterrupted
-    assert f"{stop_after} (from its checkpoint)" in resumed.stdout \
-        or "rolling evaluation (from its checkpoint)" in resumed.stdout
+    if stop_after.endswith("rolling"):
+        assert "rolling evaluation (resumed after chunk" in resumed.stdout
+    elif stop_after.endswith("report"):
+        method = stop_after.split()[0]
+        assert f"{method} rolling evaluation (from its checkpoint)" in resumed.stdout
+    else:
+        assert f"{stop_after} (from its checkpoint)" in resumed.stdout
     assert "from checkpoint" in resumed.stdout
 
 
