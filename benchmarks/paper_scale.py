@@ -119,6 +119,9 @@ def plain_chunks(n_users, n_items, n_chunks, n_engagements, *, degree=(1, 100),
 
 def model_chunks(n_users, n_items, n_chunks, n_engagements, *, n_interests=1000, seed=0):
     """Yield ``(chunk, user, item)`` of `iter_engagements`, the paper's generative model."""
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:  # run as a script from anywhere: the package beside it
+        sys.path.insert(0, root)
     from sklearn_micro.datasets import iter_engagements
 
     for log in iter_engagements(n_users, n_items, n_chunks, n_interests,
