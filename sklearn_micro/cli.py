@@ -195,11 +195,8 @@ def reproduce(args) -> int:
         stages = Stages(checkpoints, resume=args.resume, config=_config(args))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    sources = []
-
     def load():
         log, source = _load(args)
-        sources.append(source)
         return compact_log(log), source
 
     log, source = stages.run("load", load, work=0)

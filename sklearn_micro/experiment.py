@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -220,27 +220,36 @@ class Stages:
         self.say = say or (lambda *_: None)
         self.after_save = after_save
         self.stages: list[Stage] = []
-        if self.dir is not None:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._check_config(config or {})
+        self._config = dict(config or {})
+        self._started = False
+        if self.dir is not None and self.resume:
+            self._check_config()
 
-    def _check_config(self, config: dict) -> None:
+    def _check_config(self) -> None:
+        """Refuse checkpoints of a run with other settings; note whether there are any."""
         path = self.dir / "config.json"
-        if self.resume and path.is_file():
-            saved = json.loads(path.read_text())
-            changed = sorted(k for k in set(saved) | set(config)
-                             if saved.get(k) != config.get(k))
-            if changed:
-                name = changed[0]
-                raise ValueError(
-                    f"--resume: the checkpoints in {str(self.dir)!r} belong to a run with "
-                    f"{name}={saved.get(name)!r}; this run has {name}={config.get(name)!r}. "
-                    "Run with the same settings, or without --resume to start over."
-                )
+        if not path.is_file():
             return
+        saved = json.loads(path.read_text())
+        changed = sorted(k for k in set(saved) | set(self._config)
+                         if saved.get(k) != self._config.get(k))
+        if changed:
+            name = changed[0]
+            raise ValueError(
+                f"--resume: the checkpoints in {str(self.dir)!r} belong to a run with "
+                f"{name}={saved.get(name)!r}; this run has {name}={self._config.get(name)!r}. "
+                "Run with the same settings, or without --resume to start over."
+            )
+        self._started = True
+
+    def _start(self) -> None:
+        """Before the first checkpoint of a new run: clear the folder, record the config."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         for old in self.dir.glob("*.pkl"):
             old.unlink()
-        self._write(path, json.dumps(config, indent=1, sort_keys=True).encode())
+        self._write(self.dir / "config.json",
+                    json.dumps(self._config, indent=1, sort_keys=True).encode())
+        self._started = True
 
     # -- checkpoints --------------------------------------------------------------------
 
@@ -261,7 +270,7 @@ class Stages:
 
     def has(self, name: str) -> bool:
         path = self.path(name)
-        return self.resume and path is not None and path.is_file()
+        return self.resume and self._started and path is not None and path.is_file()
 
     def load(self, name: str):
         with open(self.path(name), "rb") as f:
@@ -271,6 +280,8 @@ class Stages:
         """Save ``obj`` as the checkpoint ``name`` (nothing without a folder)."""
         if self.dir is None:
             return
+        if not self._started:
+            self._start()
         start = time.perf_counter()
         self._write(self.path(name), obj=obj)
         if stage is not None:
@@ -356,7 +367,6 @@ class _Embedding:
     item_ids: Vocabulary
     user_vectors: np.ndarray
     item_vectors: np.ndarray
-    extra: dict = field(default_factory=dict)
 
 
 def run_experiment(

@@ -121,3 +121,10 @@ def test_reproduce_reads_an_unsorted_file(tmp_path, capsys):
     assert main(["reproduce", "--data", str(path), "--k", "4", "--dim", "8", "--out",
                  str(tmp_path / "out"), "--quiet", "--baselines", "Popularity"]) == 0
     assert f"{len(log):,} engagements" in capsys.readouterr().out
+
+
+def test_a_failed_run_leaves_no_checkpoints(tmp_path):
+    out = run("reproduce", "--data", str(tmp_path / "missing.csv"), "--out",
+              str(tmp_path / "out"))
+    assert out.returncode == 2
+    assert not (tmp_path / "out").exists()

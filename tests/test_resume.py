@@ -114,6 +114,9 @@ def test_stages_save_atomically_and_start_over_without_resume(tmp_path):
     resumed = Stages(tmp_path, resume=True, config={"k": 1}, say=None)
     assert resumed.run("a", lambda: 1 / 0)["x"].tolist() == [0, 1, 2]
     assert resumed.stages[0].resumed
-    fresh = Stages(tmp_path, config={"k": 1}, say=None)
-    assert not fresh.has("a") and not (tmp_path / "a.pkl").exists()
+    fresh = Stages(tmp_path, config={"k": 2}, say=None)
+    assert not fresh.has("a")
+    fresh.run("b", lambda: 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.pkl", "config.json"]
+    assert '"k": 2' in (tmp_path / "config.json").read_text()
     assert "| a |" in stages.table() and stages.to_dict()["stages"][0]["name"] == "a"
