@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._kernels.ranking import top_m_dense, top_m_sparse
 from ._kernels.topm import fill_remainder
-from ._log import EmbeddedLog, Vocabulary, check_log, iter_chunks
+from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
 
 __all__ = [
@@ -66,28 +66,69 @@ def _nonzero_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
-                 out_items, out_scores, out_n):
+                 out_items, out_scores, out_n, n_threads=1):
     """Exact top-m of ``queries @ vectors.T`` over ``candidates``, in bounded blocks.
 
     Products are taken in float64 and rounded to float32, so a user's scores do not depend on
-    which other users share the block.
+    which other users share the block. With ``n_threads > 1`` blocks of users are ranked on
+    that many threads (the products and the ranking kernel release the GIL).
     """
     n_q, n_c = queries.shape[0], vectors.shape[0]
     if n_q == 0 or n_c == 0:
         return
     item_block = min(n_c, _ITEM_BLOCK)
     user_block = max(1, _BLOCK_SCORES // item_block)
-    for i0 in range(0, n_c, item_block):
-        i1 = min(n_c, i0 + item_block)
-        block_vectors = vectors[i0:i1].astype(np.float64).T
-        block_items = candidates[i0:i1]
-        for u0 in range(0, n_q, user_block):
-            u1 = min(n_q, u0 + user_block)
-            block = (queries[u0:u1].astype(np.float64) @ block_vectors).astype(np.float32)
+
+    def rank(u0):
+        u1 = min(n_q, u0 + user_block)
+        user_queries = queries[u0:u1].astype(np.float64)
+        for i0 in range(0, n_c, item_block):
+            i1 = min(n_c, i0 + item_block)
+            block = (user_queries @ vectors[i0:i1].astype(np.float64).T).astype(np.float32)
             top_m_dense(
-                block, block_items, tie_key, seen_indptr[u0 : u1 + 1], seen_items,
+                block, candidates[i0:i1], tie_key, seen_indptr[u0 : u1 + 1], seen_items,
                 out_items[u0:u1], out_scores[u0:u1], out_n[u0:u1],
             )
+
+    starts = range(0, n_q, user_block)
+    if n_threads <= 1 or n_q <= user_block:
+        for u0 in starts:
+            rank(u0)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(rank, starts))
+
+
+# rows whose ids are looked up at once while the seen items of a log are gathered
+_LOOKUP_ROWS = 1 << 20
+
+
+def _seen_of_log(user_ids: Vocabulary, item_ids: Vocabulary, log) -> SeenItems:
+    """The seen items of a whole log, gathered block by block into one sorted key array,
+    so memory holds about 8 bytes per engagement beyond the log (not the ids looked up)."""
+    n = len(log)
+    if len(user_ids) >= 2**31 or len(item_ids) >= 2**32:
+        raise ValueError(
+            "seen items are kept for up to 2**31 users and 2**32 items; got "
+            f"{len(user_ids)} users and {len(item_ids)} items."
+        )
+    keys = np.empty(n, np.int64)
+    for lo in range(0, n, _LOOKUP_ROWS):
+        hi = min(n, lo + _LOOKUP_ROWS)
+        user = user_ids.lookup(log.user[lo:hi], name="X user ids")
+        item = item_ids.lookup(log.item[lo:hi], name="X item ids")
+        np.bitwise_or(user << 32, item, out=keys[lo:hi])
+    keys.sort()
+    if n > 1:
+        keep = np.empty(n, bool)
+        keep[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+        keys = keys[keep]
+    return SeenItems(keys)
 
 
 class _WindowRecommender(RecommenderMixin, BaseEstimator):
@@ -152,18 +193,19 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
     def _fit(self, X):
         log = check_log(X)
         state = self._start(X, log)
-        user = state["user_ids_"].lookup(log.user, name="X user ids")
-        item = state["item_ids_"].lookup(log.item, name="X item ids")
         latest = int(log.chunk.max())
-        in_window = log.chunk > latest - self.window
+        in_window = np.flatnonzero(log.chunk > latest - self.window)
         state.update(
-            seen_items_=SeenItems().add(user, item),
+            seen_items_=_seen_of_log(state["user_ids_"], state["item_ids_"], log),
             latest_chunk_=latest,
-            window_user_=user[in_window],
-            window_item_=item[in_window],
+            window_user_=state["user_ids_"].lookup(log.user[in_window], name="X user ids"),
+            window_item_=state["item_ids_"].lookup(log.item[in_window], name="X item ids"),
             window_chunk_=log.chunk[in_window].astype(np.int64),
         )
-        self._fit_model(state, log, user, item)
+        if type(self)._fit_model is not _WindowRecommender._fit_model:
+            user = state["user_ids_"].lookup(log.user, name="X user ids")
+            item = state["item_ids_"].lookup(log.item, name="X item ids")
+            self._fit_model(state, log, user, item)
         self._finish(state)
         return self
 
@@ -434,6 +476,11 @@ class ANNRecommender(_WindowRecommender):
     random_state : int, RandomState instance or None, default=None
         Seeds the NNDescent index; fixed for the fitted state, so a pickled and restored
         recommender answers the same.
+    n_jobs : int or None, default=None
+        Threads answering ``recommend``: users are queried in parallel, against one index
+        built once per chunk (the index itself is built on one thread, which keeps it the
+        same for a given ``random_state``). None means 1, -1 all cores. Answers do not
+        depend on it.
 
     Attributes
     ----------
@@ -477,6 +524,7 @@ class ANNRecommender(_WindowRecommender):
         "method": [StrOptions({"auto", "exact", "nndescent"})],
         "n_neighbors": [Interval(Integral, 2, None, closed="left")],
         "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -486,11 +534,18 @@ class ANNRecommender(_WindowRecommender):
         method: str = "auto",
         n_neighbors: int = 30,
         random_state=None,
+        n_jobs: int | None = None,
     ):
         super().__init__(window=window)
         self.method = method
         self.n_neighbors = n_neighbors
         self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _threads(self) -> int:
+        from joblib import effective_n_jobs
+
+        return max(1, effective_n_jobs(self.n_jobs))
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -510,14 +565,16 @@ class ANNRecommender(_WindowRecommender):
                 f"X.user_vectors must have one row per id of X.user_ids ({len(X.user_ids)}); "
                 f"got shape {vectors.shape}."
             )
-        user_ids, _ = X.user_ids.extend(log.user, name="X user ids")
-        grown = np.zeros((len(user_ids), vectors.shape[1]), np.float32)
-        grown[: vectors.shape[0]] = vectors
+        user_ids, _ = X.user_ids.extend(distinct(log.user), name="X user ids")
+        if len(user_ids) > vectors.shape[0]:
+            grown = np.zeros((len(user_ids), vectors.shape[1]), np.float32)
+            grown[: vectors.shape[0]] = vectors
+            vectors = grown
         rng = check_random_state(self.random_state)
         return {
             "user_ids_": user_ids,
             "item_ids_": Vocabulary.from_ids(log.item),
-            "user_vectors_": grown,
+            "user_vectors_": vectors,
             "random_state_": rng,
         }
 
@@ -582,7 +639,7 @@ class ANNRecommender(_WindowRecommender):
 
             self._index = NNDescent(
                 self.item_vectors_, metric="cosine", n_neighbors=self.n_neighbors,
-                random_state=self.index_seed_,
+                random_state=self.index_seed_, parallel_batch_queries=self._threads() > 1,
             )
         return self._index
 
@@ -603,7 +660,7 @@ class ANNRecommender(_WindowRecommender):
         else:
             _exact_top_m(
                 queries, self.item_vectors_, self.candidate_items_, self.item_rank_,
-                sub_indptr, sub_seen, out_items, out_scores, out_n,
+                sub_indptr, sub_seen, out_items, out_scores, out_n, self._threads(),
             )
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
 

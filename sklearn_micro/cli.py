@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,13 @@ examples:
   sklearn-micro reproduce --data ../shared/data/higgs-twitter/higgs-activity_time.txt.gz \\
       --train-chunks 19 --k 200
   sklearn-micro reproduce --data fave.csv.zip --k 5000 --train-chunks 169 --out results
+  sklearn-micro reproduce --data fave.csv.zip --k 5000 --train-chunks 169 --out results \\
+      --resume        # after a run that was stopped: carry on from its checkpoints
+
+Each stage (load, graph embedding, clustering, each method's fit and rolling evaluation)
+is timed and its peak memory read; the table is printed at the end and written to
+OUT/stages.json. Checkpoints go to OUT/checkpoints (written atomically); --resume takes
+every finished stage, and the rolling evaluation's last saved test chunk, from there.
 """
 
 
@@ -62,8 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("-m", type=int, default=100, metavar="M",
                      help="candidates retrieved per user and chunk (default: 100)")
     rep.add_argument("--out", default="micro-results", metavar="DIR",
-                     help="folder for the table and the per-chunk plots "
-                          "(default: ./micro-results)")
+                     help="folder for the table, the per-chunk plots, the per-stage "
+                          "figures (stages.json) and the checkpoints (default: ./micro-results)")
     rep.add_argument("--baselines", default="ANN,Popularity", metavar="LIST",
                      help="comma-separated baselines among ANN, Popularity, RecentItems, ALS "
                           "(default: ANN,Popularity)")
@@ -77,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--chunk-length", type=float, default=None, metavar="SECONDS",
                      help="chunk length for --time or the raw Higgs/MovieLens files")
     rep.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    rep.add_argument("--n-jobs", type=int, default=-1, metavar="N",
+                     help="threads of every estimator (default: -1, all cores)")
+    rep.add_argument("--resume", action="store_true",
+                     help="carry on a run that was stopped, from the checkpoints in --out "
+                          "(the last finished stage or test chunk)")
+    rep.add_argument("--no-checkpoints", action="store_true",
+                     help="save no checkpoints in --out (a stopped run starts over)")
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
@@ -107,19 +122,61 @@ def _load(args):
     if args.time is None and args.chunk is None and args.user == "user":
         columns = set(_header(path))
         if {"user_index", "tweet_index", "time_chunk"} <= columns:
-            return datasets.read_twitter_fave(path), f"{path} (TwitterFaveGraph)"
+            return _read_compact(path, user="user_index", item="tweet_index",
+                                 chunk="time_chunk"), f"{path} (TwitterFaveGraph)"
         if {"user_index", "author_index", "time_chunk"} <= columns:
-            return datasets.read_twitter_follow(path), f"{path} (TwitterFollowGraph)"
+            return _read_compact(path, user="user_index", item="author_index",
+                                 chunk="time_chunk"), f"{path} (TwitterFollowGraph)"
     if args.time is not None and args.chunk_length is None:
         raise CommandError("--time needs --chunk-length (seconds per chunk)")
-    log = datasets.read_log(path, user=args.user, item=args.item, chunk=args.chunk,
-                            time=args.time, chunk_length=args.chunk_length)
-    return log, str(path)
+    if args.time is not None:
+        log = datasets.read_log(path, user=args.user, item=args.item, time=args.time,
+                                chunk_length=args.chunk_length)
+        return log, str(path)
+    return _read_compact(path, user=args.user, item=args.item, chunk=args.chunk), str(path)
+
+
+def _read_compact(path: Path, **columns):
+    """The file's log in compact arrays (`compact_chunks`), read one chunk at a time when
+    the file is sorted by chunk (the paper's files are), else read whole and sorted."""
+    from . import datasets
+    from .experiment import compact_chunks, compact_log
+
+    n_rows = None
+    if path.suffix.lower() in (".parquet", ".pq"):
+        n_rows = datasets._import_pyarrow().parquet.ParquetFile(path).metadata.num_rows
+    try:
+        return compact_chunks(datasets.iter_log_chunks(path, **columns), n_rows=n_rows)
+    except ValueError as exc:
+        if "sorted by chunk" not in str(exc):
+            raise
+    return compact_log(datasets.read_log(path, **columns))
+
+
+def _config(args) -> dict:
+    """What a run's checkpoints depend on: the data file and every setting of the run."""
+    config = {name: getattr(args, name) for name in (
+        "data", "k", "train_chunks", "m", "baselines", "dim", "user", "item", "chunk", "time",
+        "chunk_length", "seed")}
+    if args.data is not None and Path(args.data).is_file():
+        stat = Path(args.data).stat()
+        config["data"] = str(Path(args.data).resolve())
+        config["data_size"] = stat.st_size
+        config["data_mtime"] = int(stat.st_mtime)
+    return config
 
 
 def reproduce(args) -> int:
     from ._log import distinct
-    from .experiment import METHODS, plot_per_chunk, results_table, run_experiment, split_chunks
+    from .experiment import (
+        METHODS,
+        Stages,
+        compact_log,
+        plot_per_chunk,
+        results_table,
+        run_experiment,
+        split_chunks,
+    )
 
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
     unknown = [b for b in baselines if b not in METHODS[1:]]
@@ -140,8 +197,23 @@ def reproduce(args) -> int:
     if args.chunk_length is not None and not 0 < args.chunk_length < float("inf"):
         raise CommandError(f"--chunk-length must be a positive number of seconds; got "
                            f"{args.chunk_length:g}")
+    if args.resume and args.no_checkpoints:
+        raise CommandError("--resume needs the checkpoints that --no-checkpoints leaves out")
     started = time.perf_counter()
-    log, source = _load(args)
+    out = Path(args.out)
+    checkpoints = None if args.no_checkpoints else out / "checkpoints"
+    if args.resume and not (checkpoints / "config.json").is_file():
+        raise CommandError(f"--resume: no checkpoints in {str(checkpoints)!r} (--out)")
+    try:
+        stages = Stages(checkpoints, resume=args.resume, config=_config(args))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    def load():
+        log, source = _load(args)
+        return compact_log(log), source
+
+    log, source = stages.run("load", load, work=0)
+    stages.stages[-1].work = len(log)
     if len(log) == 0:
         raise CommandError(f"{source} holds no engagements")
     if log.chunk.min() == log.chunk.max():
@@ -156,18 +228,20 @@ def reproduce(args) -> int:
     print(f"{len(log):,} engagements, {len(distinct(log.user)):,} users, "
           f"{len(distinct(log.item)):,} items, chunks {log.chunk.min()}..{log.chunk.max()}; "
           f"train on chunks up to {train.chunk.max()} ({len(train):,} engagements), "
-          f"test on {len(distinct(test.chunk))} chunks ({len(test):,} engagements)")
+          f"test on {len(distinct(test.chunk))} chunks ({len(test):,} engagements)",
+          flush=True)
+    del log
     m_values = sorted({min(50, args.m), args.m})
     reports = run_experiment(train, test, n_interests=args.k, methods=["MiCRO", *baselines],
                              n_components=args.dim, m_values=m_values,
-                             random_state=args.seed, progress=not args.quiet)
+                             random_state=args.seed, progress=not args.quiet,
+                             n_jobs=args.n_jobs, stages=stages)
     overall = results_table(reports, m_values)
     per_user = results_table(reports, m_values, aggregate="per_user")
     text = (f"Mean over all (user, chunk) points:\n\n{overall}\n\n"
             f"Per-user aggregate over all test chunks (the paper's table):\n\n{per_user}\n")
     print()
     print(text)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(f"data: {source}\n\n{text}")
     try:
@@ -175,6 +249,10 @@ def reproduce(args) -> int:
         print("plots: " + ", ".join(str(p) for p in paths))
     except ImportError as exc:
         print(f"no plots: {exc}")
+    print(f"\nPer stage (peak: the process's resident memory during the stage):\n\n"
+          f"{stages.table()}\n")
+    (out / "stages.json").write_text(json.dumps(
+        {**stages.to_dict(), "seconds": time.perf_counter() - started}, indent=1))
     print(f"table: {out / 'results.md'}; {time.perf_counter() - started:.0f} s in all")
     return 0
 

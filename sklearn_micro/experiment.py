@@ -3,17 +3,27 @@
 `run_experiment` fits each method on the training chunks (sharing one graph embedding),
 evaluates it chunk by chunk on the test chunks, and returns one `RollingReport` per method;
 `results_table` and `plot_per_chunk` turn those into the paper's table and figures.
+
+A long run is a sequence of named stages (`Stages`): each is timed, its peak memory read,
+and, given a checkpoint folder, its result saved atomically, so a run killed in the middle
+carries on from the last finished stage, or the last saved test chunk, with the same result.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ._log import EngagementLog, check_log
+from ._log import COLUMNS, EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
 from .baselines import (
     ALSRecommender,
     ANNRecommender,
@@ -23,18 +33,91 @@ from .baselines import (
 from .cluster import SphericalKMeans
 from .embedding import GraphEmbedder
 from .micro import MiCRO
-from .model_selection import RollingReport, rolling_evaluate
+from .model_selection import RollingEvaluation, RollingReport
 
-__all__ = ["METHODS", "plot_per_chunk", "results_table", "run_experiment", "split_chunks"]
+__all__ = ["METHODS", "Stages", "compact_chunks", "compact_log", "plot_per_chunk", "results_table",
+           "run_experiment", "split_chunks"]
 
 METHODS = ("MiCRO", "ANN", "Popularity", "RecentItems", "ALS")
+
+# a test chunk's state is saved when the work since the last save is at least this many
+# times what the last save cost, which keeps checkpoints under 1/10 of the evaluation
+_CHECKPOINT_RATIO = 10.0
+
+
+# ------------------------------------------------------------------------------- the log
+
+
+def compact_log(log) -> EngagementLog:
+    """The log sorted by chunk, with ids and chunks as int32 where they fit.
+
+    One copy is made column by column, so the peak is the log plus one column. String ids
+    are kept as they are. A log already sorted by chunk (the paper's files are) keeps its
+    row order.
+    """
+    log = check_log(log)
+    chunk = log.chunk
+    order = None
+    if chunk.shape[0] > 1 and np.any(chunk[1:] < chunk[:-1]):
+        order = np.argsort(chunk, kind="stable")
+
+    def narrow(values):
+        if values.size and _fits_int32(values):
+            values = values.astype(np.int32, copy=False)
+        return values if order is None else values[order]
+
+    user = narrow(log.user)
+    item = narrow(log.item)
+    return EngagementLog(user, item, narrow(chunk))
+
+
+def _fits_int32(values: np.ndarray) -> bool:
+    return values.dtype.kind in "iu" and (not values.size or (
+        values.min() >= np.iinfo(np.int32).min and values.max() <= np.iinfo(np.int32).max))
+
+
+def compact_chunks(chunks, n_rows: int | None = None) -> EngagementLog:
+    """A log from its chunks, ``(chunk, EngagementLog)`` in increasing order, held once.
+
+    Columns are int32 while every value fits (a column widens to int64 when one does not).
+    With ``n_rows`` (a Parquet file's metadata has it) the columns are allocated once and
+    filled, so memory holds the log plus one chunk; otherwise the chunks are joined at the
+    end, which holds the log twice for a moment.
+    """
+    columns = None
+    parts: list[EngagementLog] = []
+    filled = 0
+    for _, part in chunks:
+        part = check_log(part)
+        if n_rows is None:
+            parts.append(compact_log(part))
+            continue
+        if columns is None:
+            columns = [np.empty(n_rows, np.int32) for _ in range(3)]
+        end = filled + len(part)
+        if end > n_rows:
+            raise ValueError(f"n_rows: the chunks hold more than {n_rows} rows.")
+        for j, values in enumerate((part.user, part.item, part.chunk)):
+            if columns[j].dtype == np.int32 and not _fits_int32(values):
+                columns[j] = columns[j].astype(np.int64)
+            columns[j][filled:end] = values
+        filled = end
+    if n_rows is None:
+        if not parts:
+            return check_log(np.empty((0, 3), np.int64), allow_empty=True)
+        joined = [np.concatenate([getattr(p, c) for p in parts]) for c in COLUMNS]
+        return EngagementLog(*joined)
+    if columns is None or filled != n_rows:
+        raise ValueError(f"n_rows: the chunks hold {filled} rows, not {n_rows}.")
+    return EngagementLog(*columns)
 
 
 def split_chunks(log, train_chunks: int | None = None) -> tuple[EngagementLog, EngagementLog]:
     """Split a log into its first ``train_chunks`` chunks and the rest.
 
     Chunks are counted by number from the first one, so empty chunks count. By default the
-    last quarter of the chunks (at least one) is the test part.
+    last quarter of the chunks (at least one) is the test part. A log sorted by chunk (as
+    `compact_log` leaves it) is split into two views, without a copy.
     """
     log = check_log(log)
     first, last = int(log.chunk.min()), int(log.chunk.max())
@@ -46,8 +129,244 @@ def split_chunks(log, train_chunks: int | None = None) -> tuple[EngagementLog, E
             f"train_chunks must be between 1 and {n_chunks - 1} (the log has {n_chunks} "
             f"chunks, {first}..{last}); got {train_chunks}."
         )
-    train = log.chunk < first + train_chunks
+    chunk = log.chunk
+    if chunk.shape[0] < 2 or np.all(chunk[1:] >= chunk[:-1]):
+        cut = int(np.searchsorted(chunk, first + train_chunks))
+        return log.take(slice(0, cut)), log.take(slice(cut, None))
+    train = chunk < first + train_chunks
     return log.take(train), log.take(~train)
+
+
+# ---------------------------------------------------------------------------- the stages
+
+
+def _reset_peak() -> bool:
+    """Reset the process's resident high-water mark (Linux); False where it cannot be."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_bytes() -> int:
+    """The resident high-water mark: VmHWM since the last reset, else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+@dataclass
+class Stage:
+    """One stage of a run: its time, peak memory and the work it did."""
+
+    name: str
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    peak: int = 0
+    work: int = 0
+    unit: str = "engagements"
+    resumed: bool = False
+    note: str = ""
+    checkpoint_seconds: float = 0.0
+    n_checkpoints: int = 0
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+class Stages:
+    """Named stages of a run, timed and measured, with atomic checkpoints.
+
+    Parameters
+    ----------
+    checkpoint_dir : path or None, default=None
+        Where the result of each finished stage is saved (a pickle per stage, written to a
+        temporary file, flushed to disk and renamed over the old one). None saves nothing.
+    resume : bool, default=False
+        Take the result of a stage from its checkpoint when there is one.
+    config : dict, optional
+        What the run depends on (data, parameters). Saved beside the checkpoints; resuming
+        with a different one is refused, since the checkpoints would not belong to it.
+    say : callable or None, default=print
+        Receives one line per finished stage.
+    after_save : callable, optional
+        Called with the name of each checkpoint once it is on disk (tests stop a run there).
+    """
+
+    def __init__(self, checkpoint_dir=None, *, resume: bool = False, config=None,
+                 say: Callable | None = print, after_save: Callable | None = None):
+        self.dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        self.resume = resume
+        self.say = say or (lambda *_: None)
+        self.after_save = after_save
+        self.stages: list[Stage] = []
+        self._config = dict(config or {})
+        self._started = False
+        if self.dir is not None and self.resume:
+            self._check_config()
+
+    def _check_config(self) -> None:
+        """Refuse checkpoints of a run with other settings; note whether there are any."""
+        path = self.dir / "config.json"
+        if not path.is_file():
+            return
+        saved = json.loads(path.read_text())
+        changed = sorted(k for k in set(saved) | set(self._config)
+                         if saved.get(k) != self._config.get(k))
+        if changed:
+            name = changed[0]
+            raise ValueError(
+                f"--resume: the checkpoints in {str(self.dir)!r} belong to a run with "
+                f"{name}={saved.get(name)!r}; this run has {name}={self._config.get(name)!r}. "
+                "Run with the same settings, or without --resume to start over."
+            )
+        self._started = True
+
+    def _start(self) -> None:
+        """Before the first checkpoint of a new run: clear the folder, record the config."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for old in self.dir.glob("*.pkl"):
+            old.unlink()
+        self._write(self.dir / "config.json",
+                    json.dumps(self._config, indent=1, sort_keys=True).encode())
+        self._started = True
+
+    # -- checkpoints --------------------------------------------------------------------
+
+    def _write(self, path: Path, data: bytes | None = None, obj=None) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            if data is not None:
+                f.write(data)
+            else:
+                pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+
+    def path(self, name: str) -> Path | None:
+        return None if self.dir is None else self.dir / f"{name}.pkl"
+
+    def has(self, name: str) -> bool:
+        path = self.path(name)
+        return self.resume and self._started and path is not None and path.is_file()
+
+    def load(self, name: str):
+        with open(self.path(name), "rb") as f:
+            return pickle.load(f)
+
+    def save(self, name: str, obj, stage: Stage | None = None) -> None:
+        """Save ``obj`` as the checkpoint ``name`` (nothing without a folder)."""
+        if self.dir is None:
+            return
+        if not self._started:
+            self._start()
+        start = time.perf_counter()
+        self._write(self.path(name), obj=obj)
+        if stage is not None:
+            stage.checkpoint_seconds += time.perf_counter() - start
+            stage.n_checkpoints += 1
+        if self.after_save is not None:
+            self.after_save(name)
+
+    def drop(self, name: str) -> None:
+        path = self.path(name)
+        if path is not None and path.is_file():
+            path.unlink()
+
+    # -- measuring ----------------------------------------------------------------------
+
+    @contextmanager
+    def measure(self, name: str, *, work: int = 0, unit: str = "engagements"):
+        """Time the block and read its peak memory into a new `Stage`, which it yields."""
+        stage = Stage(name, work=int(work), unit=unit)
+        _reset_peak()
+        start, cpu = time.perf_counter(), time.process_time()
+        yield stage
+        stage.seconds = time.perf_counter() - start
+        stage.cpu_seconds = time.process_time() - cpu
+        stage.peak = _peak_bytes()
+        self.stages.append(stage)
+        how = " (from its checkpoint)" if stage.resumed else ""
+        how += f" ({stage.note})" if stage.note else ""
+        saved = (f", {stage.n_checkpoints} checkpoints {stage.checkpoint_seconds:.1f} s"
+                 if stage.n_checkpoints else "")
+        self.say(f"{name}{how}: {stage.seconds:.1f} s, peak {stage.peak / 2**20:,.0f} MiB"
+                 f"{saved}")
+
+    def run(self, name: str, compute: Callable, *, work: int = 0,
+            unit: str = "engagements"):
+        """The result of ``compute()``, or of its checkpoint when resuming, measured."""
+        with self.measure(name, work=work, unit=unit) as stage:
+            if self.has(name):
+                stage.resumed = True
+                return self.load(name)
+            result = compute()
+            self.save(name, result, stage)
+        return result
+
+    def table(self) -> str:
+        """The stages as a markdown table: seconds, peak memory, throughput."""
+        lines = ["| stage | seconds | cpu seconds | peak MiB | throughput | checkpoints |",
+                 "|---|---:|---:|---:|---:|---:|"]
+        for s in self.stages:
+            rate = f"{s.work / s.seconds:,.0f} {s.unit}/s" if s.work and s.seconds > 0 else ""
+            if s.resumed:
+                rate = "from checkpoint"
+            elif s.note:
+                rate = f"{rate}, {s.note}" if rate else s.note
+            saved = (f"{s.n_checkpoints} in {s.checkpoint_seconds:.1f} s"
+                     if s.n_checkpoints else "")
+            lines.append(f"| {s.name} | {s.seconds:.1f} | {s.cpu_seconds:.1f} | "
+                         f"{s.peak / 2**20:,.0f} | {rate} | {saved} |")
+        total = sum(s.seconds for s in self.stages)
+        cpu = sum(s.cpu_seconds for s in self.stages)
+        peak = max((s.peak for s in self.stages), default=0)
+        lines.append(f"| all stages | {total:.1f} | {cpu:.1f} | {peak / 2**20:,.0f} | | |")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"stages": [asdict(s) for s in self.stages]}
+
+
+# ------------------------------------------------------------------------ the experiment
+
+
+def _make(cls, *args, **params):
+    """``cls(*args, **params)``, leaving out the parameters ``cls`` does not take."""
+    accepted = cls._get_param_names()
+    return cls(*args, **{k: v for k, v in params.items() if k in accepted})
+
+
+@dataclass
+class _Embedding:
+    """What the embedding stage saves: the vocabularies and the vectors."""
+
+    user_ids: Vocabulary
+    item_ids: Vocabulary
+    user_vectors: np.ndarray
+    item_vectors: np.ndarray
 
 
 def run_experiment(
@@ -61,11 +380,15 @@ def run_experiment(
     random_state: int | None = 0,
     progress: bool = False,
     log=print,
+    n_jobs: int | None = -1,
+    stages: Stages | None = None,
+    keep_points: bool = False,
 ) -> dict[str, RollingReport]:
     """Fit each method on ``train`` and evaluate it on ``test`` with the rolling protocol.
 
     One `GraphEmbedder` is fitted on ``train`` and shared: MiCRO clusters its item vectors
-    with `SphericalKMeans(n_interests)`, ANN queries with its user vectors.
+    with `SphericalKMeans(n_interests)`, ANN queries with its user vectors. Methods run one
+    after the other, and each is dropped once evaluated, so memory holds one at a time.
 
     Parameters
     ----------
@@ -81,9 +404,16 @@ def run_experiment(
         Cut-offs of the metrics.
     random_state : int or None, default=0
     progress : bool, default=False
-        Progress bars over the test chunks.
+        Progress bars and messages of the embedding, the clustering and the test chunks.
     log : callable, default=print
         Receives one line per step with its time; None for silence.
+    n_jobs : int or None, default=-1
+        Threads of every estimator (-1: all cores).
+    stages : Stages, optional
+        Records each stage's time and peak memory, and saves and resumes checkpoints.
+        By default the stages are recorded without checkpoints.
+    keep_points : bool, default=False
+        Keep every (user, chunk) point in the reports (memory grows with the points).
 
     Returns
     -------
@@ -93,34 +423,97 @@ def run_experiment(
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"methods must be among {list(METHODS)}; got {unknown}.")
-    say = log or (lambda *_: None)
+    if stages is None:
+        stages = Stages(say=log)
     train, test = check_log(train, input_name="train"), check_log(test, input_name="test")
+    verbose = int(bool(progress))
     embedded = None
     if {"MiCRO", "ANN"} & set(methods):
-        start = time.perf_counter()
-        embedded = GraphEmbedder(n_components, random_state=random_state).fit_transform(train)
-        say(f"graph embedding of {len(embedded.user_ids)} users and {len(embedded.item_ids)} "
-            f"items: {time.perf_counter() - start:.1f} s")
+        def embed():
+            embedder = _make(GraphEmbedder, n_components, random_state=random_state,
+                             n_jobs=n_jobs, verbose=verbose).fit(train)
+            return _Embedding(embedder.user_ids_, embedder.item_ids_,
+                              embedder.user_vectors_, embedder.item_vectors_)
+
+        found = stages.run("graph embedding", embed, work=len(train))
+        embedded = EmbeddedLog(train, found.user_ids, found.item_ids, found.user_vectors,
+                               found.item_vectors)
+        del found
+    if "MiCRO" in methods:
+        def cluster():
+            clusters = _make(SphericalKMeans, n_interests, random_state=random_state,
+                             n_jobs=n_jobs, verbose=verbose)
+            return clusters.fit_transform(embedded).item_interest
+
+        labels = stages.run("clustering", cluster, work=len(embedded.item_ids), unit="items")
+        embedded = embedded.with_interests(labels)
+    if embedded is not None:
+        # the item vectors are only clustered: the rest of the run reads the user vectors
+        embedded = EmbeddedLog(embedded.log, embedded.user_ids, embedded.item_ids,
+                               embedded.user_vectors,
+                               np.empty((0, embedded.user_vectors.shape[1]), np.float32),
+                               embedded.item_interest)
     reports = {}
     for name in methods:
-        start = time.perf_counter()
-        if name == "MiCRO":
-            clusters = SphericalKMeans(n_interests, random_state=random_state)
-            model = MiCRO(random_state=random_state).fit(clusters.fit_transform(embedded))
-        elif name == "ANN":
-            model = ANNRecommender(random_state=random_state).fit(embedded)
-        elif name == "Popularity":
-            model = PopularityRecommender().fit(train)
-        elif name == "RecentItems":
-            model = RecentItemsRecommender().fit(train)
+        if stages.has(f"{name} report"):
+            with stages.measure(f"{name} rolling evaluation", work=len(test)) as stage:
+                stage.resumed = True
+                reports[name] = stages.load(f"{name} report")
+            continue
+        evaluation = None
+        if stages.has(f"{name} rolling"):
+            evaluation = stages.load(f"{name} rolling")
         else:
-            model = ALSRecommender(n_components, random_state=random_state).fit(train)
-        fitted = time.perf_counter() - start
-        reports[name] = rolling_evaluate(model, test, m_values=m_values, copy=False,
-                                         progress=progress)
-        say(f"{name}: fit {fitted:.1f} s, rolling evaluation "
-            f"{time.perf_counter() - start - fitted:.1f} s")
+            def fit(name=name):
+                if name == "MiCRO":
+                    return _make(MiCRO, random_state=random_state, n_jobs=n_jobs,
+                                 verbose=verbose).fit(embedded)
+                if name == "ANN":
+                    return _make(ANNRecommender, random_state=random_state,
+                                 n_jobs=n_jobs).fit(embedded)
+                if name == "Popularity":
+                    return PopularityRecommender().fit(train)
+                if name == "RecentItems":
+                    return RecentItemsRecommender().fit(train)
+                return _make(ALSRecommender, n_components, random_state=random_state,
+                             n_jobs=n_jobs).fit(train)
+
+            model = stages.run(f"{name} fit", fit, work=len(train))
+            evaluation = RollingEvaluation(model, m_values=m_values, keep_points=keep_points)
+            del model
+        reports[name] = _evaluate(evaluation, test, f"{name} rolling", stages, progress)
+        del evaluation
+        stages.save(f"{name} report", reports[name])
+        stages.drop(f"{name} rolling")
     return reports
+
+
+def _evaluate(evaluation: RollingEvaluation, test: EngagementLog, name: str,
+              stages: Stages, progress: bool) -> RollingReport:
+    """Carry ``evaluation`` over the test chunks it has not done, saving its state after a
+    chunk when the work since the last save outweighs the save's cost."""
+    done = set(evaluation.chunks_done)
+    chunks = [(c, rows) for c, rows in iter_chunks(test.chunk) if c not in done]
+    with stages.measure(name.replace("rolling", "rolling evaluation"),
+                        work=sum(r.shape[0] for _, r in chunks)) as stage:
+        if done:
+            stage.note = f"resumed after chunk {max(done)}"
+        steps = chunks
+        if progress:
+            from tqdm.auto import tqdm
+
+            steps = tqdm(chunks, desc=name, unit="chunk")
+        cost = 0.0
+        since = time.perf_counter()
+        for pos, (_, rows) in enumerate(steps):
+            last = pos == len(chunks) - 1
+            evaluation.step(test.take(rows), learn=not last)
+            if not last and time.perf_counter() - since >= _CHECKPOINT_RATIO * cost:
+                start = time.perf_counter()
+                stages.save(name, evaluation, stage)
+                cost = time.perf_counter() - start
+                since = time.perf_counter()
+        return evaluation.report()
 
 
 def results_table(reports: dict[str, RollingReport], m_values: Sequence[int] = (50, 100), *,

@@ -19,11 +19,11 @@ from sklearn.utils.validation import check_is_fitted
 from ._log import EmbeddedLog, EngagementLog, check_log, iter_chunks
 from .metrics import METRICS, _metrics_of_codes
 
-__all__ = ["ChunkSplit", "RollingReport", "RollingScorer", "make_rolling_scorer",
-           "rolling_evaluate"]
+__all__ = ["ChunkSplit", "RollingEvaluation", "RollingReport", "RollingScorer",
+           "make_rolling_scorer", "rolling_evaluate"]
 
 # users per recommend call during the rolling evaluation
-_USER_BLOCK = 1 << 16
+_USER_BLOCK = 1 << 14
 
 
 def _chunk_column(X) -> np.ndarray:
@@ -258,6 +258,7 @@ def rolling_evaluate(
     exclude_seen: bool = False,
     copy: bool = True,
     progress: bool = False,
+    keep_points: bool = True,
 ) -> RollingReport:
     """Score a fitted recommender over the test chunks with the rolling protocol.
 
@@ -283,14 +284,20 @@ def rolling_evaluate(
         takes every test chunk and is left in the state after the last.
     progress : bool, default=False
         Show a progress bar over the chunks (tqdm).
+    keep_points : bool, default=True
+        Keep the metrics of every (user, chunk) point for `RollingReport.points`. With
+        False the report keeps only sums per chunk and per user, which is all its
+        aggregates need: memory grows with the users, not with the points.
 
     Returns
     -------
     report : RollingReport
-        The metrics of every (user, chunk) point and their aggregates.
+        The aggregates of the (user, chunk) points, and the points themselves with
+        ``keep_points``.
 
     See Also
     --------
+    RollingEvaluation : The same protocol one chunk at a time, for checkpoints.
     make_rolling_scorer : The same protocol as a scorer for `GridSearchCV`.
     sklearn_micro.metrics.ranking_metrics : The metrics of each point.
 
@@ -306,42 +313,121 @@ def rolling_evaluate(
     np.float64(0.75)
     """
     log = check_log(X_test, input_name="X_test")
-    ks = _check_m_values(m_values)
-    model = copy_module.deepcopy(estimator) if copy else estimator
-    recommender = _final_recommender(model)
-    latest = getattr(recommender, "latest_chunk_", None)
-    first = int(log.chunk.min())
-    if latest is not None and first <= latest:
-        raise ValueError(
-            f"X_test starts at chunk {first}, not after chunk {latest}, the latest the "
-            "estimator has taken; the rolling protocol needs test chunks after training."
-        )
+    evaluation = RollingEvaluation(
+        copy_module.deepcopy(estimator) if copy else estimator, m_values=m_values,
+        exclude_seen=exclude_seen, keep_points=keep_points,
+    )
+    evaluation.check_chunk(int(log.chunk.min()), what="X_test starts at chunk")
     chunks = list(iter_chunks(log.chunk))
     steps = chunks
     if progress:
         from tqdm.auto import tqdm
 
         steps = tqdm(chunks, desc="chunks", unit="chunk")
-    columns: dict[str, list] = {"chunk": [], "user": [], "warm": [], "n_relevant": []}
-    metric_parts: dict[str, list] = {}
-    for pos, (chunk, rows) in enumerate(steps):
-        recommender = _final_recommender(model)
-        users, warm, n_relevant, scores = _chunk_points(
-            recommender, log.take(rows), ks, exclude_seen
-        )
-        columns["chunk"].append(np.full(users.shape[0], chunk, np.int64))
-        columns["user"].append(users)
-        columns["warm"].append(warm)
-        columns["n_relevant"].append(n_relevant.astype(np.int64))
-        for name, value in scores.items():
-            metric_parts.setdefault(name, []).append(value)
-        if not copy or pos < len(chunks) - 1:
-            _partial_fit(model, _take_rows(X_test, rows))
-    points = {name: np.concatenate(parts) for name, parts in columns.items()}
-    metric_names = [f"{name}@{k}" for name in METRICS for k in ks.tolist()]
-    for name in metric_names:
-        points[name] = np.concatenate(metric_parts[name])
-    return RollingReport(points, metric_names)
+    for pos, (_, rows) in enumerate(steps):
+        learn = not copy or pos < len(chunks) - 1
+        evaluation.step(log.take(rows), _take_rows(X_test, rows) if learn else None,
+                        learn=learn)
+    return evaluation.report()
+
+
+class RollingEvaluation:
+    """The rolling protocol one test chunk at a time, with its metrics accumulated.
+
+    `rolling_evaluate` is a loop over `step`. The object holds the recommender and the sums
+    of the metrics so far and pickles as plain arrays, so a long evaluation can be saved
+    after any chunk and carried on from there with the same result.
+
+    Parameters
+    ----------
+    estimator : fitted recommender or Pipeline whose last step is a recommender
+        Evaluated in place: it takes every chunk given to `step`.
+    m_values : int or sequence of int, default=(10, 25, 50, 100)
+        Cut-offs M of the metrics.
+    exclude_seen : bool, default=False
+        Passed to ``recommend``.
+    keep_points : bool, default=False
+        Keep every (user, chunk) point, as `rolling_evaluate` does by default.
+
+    Attributes
+    ----------
+    estimator : object
+        The recommender, in the state after the last chunk it took.
+    chunks_done : list of int
+        The chunks evaluated so far, in order.
+    """
+
+    def __init__(self, estimator, *, m_values=(10, 25, 50, 100), exclude_seen=False,
+                 keep_points=False):
+        self.estimator = estimator
+        self.ks = _check_m_values(m_values)
+        self.exclude_seen = exclude_seen
+        self.metric_names = [f"{name}@{k}" for name in METRICS for k in self.ks.tolist()]
+        self.sums = _MetricSums(self.metric_names)
+        self.points: dict[str, list] | None = (
+            {name: [] for name in ("chunk", "user", "warm", "n_relevant",
+                                   *self.metric_names)} if keep_points else None)
+        self.chunks_done: list[int] = []
+        _final_recommender(estimator)
+
+    def check_chunk(self, chunk: int, *, what: str = "got chunk") -> None:
+        """Refuse a chunk that is not after every chunk the recommender has taken."""
+        latest = getattr(_final_recommender(self.estimator), "latest_chunk_", None)
+        if self.chunks_done:
+            latest = self.chunks_done[-1] if latest is None else max(latest,
+                                                                     self.chunks_done[-1])
+        if latest is not None and chunk <= latest:
+            raise ValueError(
+                f"{what} {chunk}, not after chunk {latest}, the latest the estimator has "
+                "taken; the rolling protocol needs test chunks after training, in order."
+            )
+
+    def step(self, log: EngagementLog, X=None, *, learn: bool = True) -> int:
+        """Score the recommender on one chunk, then let it take the chunk.
+
+        Parameters
+        ----------
+        log : EngagementLog
+            The engagements of one chunk.
+        X : object, optional
+            The same rows in the form ``partial_fit`` should see them (a DataFrame, an
+            array); by default ``log``.
+        learn : bool, default=True
+            Call ``partial_fit`` with the chunk after scoring it.
+
+        Returns
+        -------
+        n_points : int
+            The (user, chunk) points of the chunk.
+        """
+        chunk = int(log.chunk[0])
+        if log.chunk.min() != log.chunk.max():
+            raise ValueError(
+                f"step takes one chunk; got chunks {log.chunk.min()} to {log.chunk.max()}.")
+        self.check_chunk(chunk)
+        recommender = _final_recommender(self.estimator)
+        users, warm, n_relevant, scores = _chunk_points(recommender, log, self.ks,
+                                                        self.exclude_seen)
+        values = np.column_stack([scores[name] for name in self.metric_names])
+        self.sums.add(chunk, users, warm, values)
+        if self.points is not None:
+            self.points["chunk"].append(np.full(users.shape[0], chunk, np.int64))
+            self.points["user"].append(users)
+            self.points["warm"].append(warm)
+            self.points["n_relevant"].append(n_relevant.astype(np.int64))
+            for name in self.metric_names:
+                self.points[name].append(scores[name])
+        if learn:
+            _partial_fit(self.estimator, log if X is None else X)
+        self.chunks_done.append(chunk)
+        return users.shape[0]
+
+    def report(self) -> RollingReport:
+        """The `RollingReport` of the chunks evaluated so far."""
+        points = None
+        if self.points is not None and self.chunks_done:
+            points = {name: np.concatenate(parts) for name, parts in self.points.items()}
+        return RollingReport(points, self.metric_names, sums=self.sums)
 
 
 def _pandas():
@@ -352,18 +438,104 @@ def _pandas():
     return pd
 
 
-class RollingReport:
-    """The metrics of every (user, chunk) point of a rolling evaluation, and aggregates.
+class _MetricSums:
+    """Sums of the metrics of (user, chunk) points: per chunk (all and warm) and per user.
 
-    Tables come as pandas objects when pandas is installed, otherwise as dicts of arrays
-    (or of floats for a single row).
+    Enough for every aggregate of `RollingReport` in memory that grows with the chunks and
+    the users, not with the points. Users are kept sorted, so a chunk merges in
+    O(n_users + n_chunk_users log n_chunk_users).
+    """
+
+    def __init__(self, metric_names):
+        n = len(metric_names)
+        self.metric_names = list(metric_names)
+        self.chunk = np.empty(0, np.int64)
+        self.chunk_n = np.empty(0, np.int64)
+        self.chunk_warm_n = np.empty(0, np.int64)
+        self.chunk_sums = np.empty((0, n))
+        self.chunk_warm_sums = np.empty((0, n))
+        self.user = None
+        self.user_n = np.empty(0, np.int64)
+        self.user_sums = np.empty((0, n))
+
+    @classmethod
+    def from_points(cls, points, metric_names) -> _MetricSums:
+        sums = cls(metric_names)
+        chunk = np.asarray(points["chunk"])
+        values = np.column_stack([np.asarray(points[name], np.float64)
+                                  for name in metric_names]) if len(metric_names) else \
+            np.empty((chunk.shape[0], 0))
+        for value, rows in iter_chunks(chunk):
+            sums.add(value, np.asarray(points["user"])[rows],
+                     np.asarray(points["warm"], bool)[rows], values[rows])
+        return sums
+
+    def add(self, chunk: int, users: np.ndarray, warm: np.ndarray, values: np.ndarray):
+        """Add the points of one chunk: their users, warmth and metrics (n, n_metrics)."""
+        n_metrics = len(self.metric_names)
+        pos = np.searchsorted(self.chunk, chunk)
+        if pos == self.chunk.shape[0] or self.chunk[pos] != chunk:
+            self.chunk = np.insert(self.chunk, pos, chunk)
+            self.chunk_n = np.insert(self.chunk_n, pos, 0)
+            self.chunk_warm_n = np.insert(self.chunk_warm_n, pos, 0)
+            self.chunk_sums = np.insert(self.chunk_sums, pos, np.zeros(n_metrics), axis=0)
+            self.chunk_warm_sums = np.insert(self.chunk_warm_sums, pos, np.zeros(n_metrics),
+                                             axis=0)
+        self.chunk_n[pos] += users.shape[0]
+        self.chunk_warm_n[pos] += int(warm.sum())
+        self.chunk_sums[pos] += values.sum(axis=0)
+        self.chunk_warm_sums[pos] += values[warm].sum(axis=0)
+
+        ids, inverse = np.unique(users, return_inverse=True)
+        inverse = inverse.ravel()
+        counts = np.bincount(inverse, minlength=ids.shape[0])
+        sums = np.zeros((ids.shape[0], n_metrics))
+        for j in range(n_metrics):
+            sums[:, j] = np.bincount(inverse, weights=values[:, j], minlength=ids.shape[0])
+        if self.user is None:
+            self.user, self.user_n, self.user_sums = ids, counts.astype(np.int64), sums
+            return
+        if ids.dtype.kind == "U" or self.user.dtype.kind == "U":
+            dtype = np.result_type(self.user, ids)
+            self.user, ids = self.user.astype(dtype, copy=False), ids.astype(dtype, copy=False)
+        at = np.searchsorted(self.user, ids)
+        found = np.zeros(ids.shape[0], bool)
+        inside = at < self.user.shape[0]
+        found[inside] = self.user[at[inside]] == ids[inside]
+        self.user_n[at[found]] += counts[found]
+        self.user_sums[at[found]] += sums[found]
+        new = ~found
+        if new.any():
+            self.user = np.insert(self.user, at[new], ids[new])
+            self.user_n = np.insert(self.user_n, at[new], counts[new])
+            self.user_sums = np.insert(self.user_sums, at[new], sums[new], axis=0)
+
+    @property
+    def n_points(self) -> int:
+        return int(self.chunk_n.sum())
+
+    @property
+    def n_users(self) -> int:
+        return 0 if self.user is None else self.user.shape[0]
+
+
+class RollingReport:
+    """The metrics of the (user, chunk) points of a rolling evaluation, and aggregates.
+
+    Aggregates come from sums per chunk and per user; the points themselves are kept only
+    when asked for (``rolling_evaluate(..., keep_points=True)``, the default there). Tables
+    come as pandas objects when pandas is installed, otherwise as dicts of arrays (or of
+    floats for a single row).
 
     Parameters
     ----------
-    points : dict of str to ndarray
+    points : dict of str to ndarray or None
         Columns ``chunk``, ``user``, ``warm``, ``n_relevant`` and one per metric.
     metric_names : list of str
         The metric columns, like ``"recall@100"``.
+    sums : object, optional
+        The accumulated sums a `RollingEvaluation` keeps; computed from ``points`` when
+        not given.
 
     Attributes
     ----------
@@ -395,41 +567,46 @@ class RollingReport:
     Name: recall@1, dtype: float64
     """
 
-    def __init__(self, points: dict[str, np.ndarray], metric_names: list[str]):
+    def __init__(self, points: dict[str, np.ndarray] | None, metric_names: list[str], *,
+                 sums: _MetricSums | None = None):
         self._points = points
         self.metric_names = list(metric_names)
+        if sums is None:
+            if points is None:
+                raise ValueError("RollingReport needs points or sums; got neither.")
+            sums = _MetricSums.from_points(points, self.metric_names)
+        self._sums = sums
 
     def __len__(self) -> int:
-        return self._points["chunk"].shape[0]
+        return self._sums.n_points
 
     @property
     def points(self):
         """Every (user, chunk) point: chunk, user, warm, n_relevant and each metric.
 
         ``warm`` tells whether the user had engagements the recommender had taken before
-        that chunk.
+        that chunk. Only kept with ``rolling_evaluate(..., keep_points=True)``.
         """
+        if self._points is None:
+            raise ValueError(
+                "this report kept no points, only their sums; evaluate with "
+                "keep_points=True to have them.")
         pd = _pandas()
         if pd is None:
             return {name: value.copy() for name, value in self._points.items()}
         return pd.DataFrame(self._points)
 
-    def _means(self, mask=None) -> dict[str, float]:
-        out = {}
-        for name in self.metric_names:
-            values = self._points[name] if mask is None else self._points[name][mask]
-            out[name] = float(values.mean()) if values.size else float("nan")
-        return out
-
-    def _group(self, key: np.ndarray, index_name: str):
-        keys, inverse = np.unique(key, return_inverse=True)
-        inverse = inverse.ravel()
-        counts = np.bincount(inverse, minlength=keys.shape[0])
-        table = {index_name: keys, "n_points": counts}
-        for name in self.metric_names:
-            sums = np.bincount(inverse, weights=self._points[name], minlength=keys.shape[0])
-            table[name] = sums / counts
-        return table
+    def _means(self, which: str = "all") -> dict[str, float]:
+        sums = self._sums
+        if which == "all":
+            n, total = sums.chunk_n.sum(), sums.chunk_sums.sum(axis=0)
+        elif which == "warm":
+            n, total = sums.chunk_warm_n.sum(), sums.chunk_warm_sums.sum(axis=0)
+        else:
+            n = sums.chunk_n.sum() - sums.chunk_warm_n.sum()
+            total = sums.chunk_sums.sum(axis=0) - sums.chunk_warm_sums.sum(axis=0)
+        return {name: float(total[j] / n) if n else float("nan")
+                for j, name in enumerate(self.metric_names)}
 
     @staticmethod
     def _frame(table: dict, index_name: str):
@@ -463,13 +640,11 @@ class RollingReport:
         """
         if not by_warm:
             return self._series(self._means(), "overall")
-        warm = self._points["warm"]
-        rows = {"all": None, "warm": warm, "cold": ~warm}
-        table = {"points": np.array(list(rows))}
-        table["n_points"] = np.array(
-            [len(self) if m is None else int(m.sum()) for m in rows.values()]
-        )
-        means = [self._means(m) for m in rows.values()]
+        rows = ("all", "warm", "cold")
+        n_warm = int(self._sums.chunk_warm_n.sum())
+        table = {"points": np.array(rows),
+                 "n_points": np.array([len(self), n_warm, len(self) - n_warm])}
+        means = [self._means(row) for row in rows]
         for name in self.metric_names:
             table[name] = np.array([row[name] for row in means])
         return self._frame(table, "points")
@@ -483,7 +658,11 @@ class RollingReport:
             Indexed by chunk, with a column ``n_points`` and one per metric (a dict of
             columns without pandas).
         """
-        return self._frame(self._group(self._points["chunk"], "chunk"), "chunk")
+        sums = self._sums
+        table = {"chunk": sums.chunk.copy(), "n_points": sums.chunk_n.copy()}
+        for j, name in enumerate(self.metric_names):
+            table[name] = sums.chunk_sums[:, j] / sums.chunk_n
+        return self._frame(table, "chunk")
 
     def per_user(self, *, by_user: bool = False):
         """The per-user aggregate over all chunks: each user's mean, then the mean over users.
@@ -503,12 +682,17 @@ class RollingReport:
             a table indexed by user with a column ``n_points`` (a dict of columns without
             pandas).
         """
-        table = self._group(self._points["user"], "user")
+        sums = self._sums
+        users = sums.user if sums.user is not None else np.empty(0, np.int64)
+        means = sums.user_sums / np.maximum(sums.user_n, 1)[:, None]
         if by_user:
+            table = {"user": users.copy(), "n_points": sums.user_n.copy()}
+            for j, name in enumerate(self.metric_names):
+                table[name] = means[:, j]
             return self._frame(table, "user")
         return self._series(
-            {name: float(table[name].mean()) for name in self.metric_names}, "per_user"
-        )
+            {name: float(means[:, j].mean()) if users.size else float("nan")
+             for j, name in enumerate(self.metric_names)}, "per_user")
 
     def to_frame(self):
         """The summary table: overall (all, warm, cold points) and per-user means.
@@ -560,11 +744,10 @@ class RollingReport:
         for label, row in zip(rows, cells, strict=True):
             lines.append(label.ljust(width) + "  " + "  ".join(
                 c.rjust(w) for c, w in zip(row, col, strict=True)))
-        n_warm = int(self._points["warm"].sum())
+        n_warm = int(self._sums.chunk_warm_n.sum())
         lines.append(
             f"{len(self)} (user, chunk) points, {n_warm} warm; "
-            f"{np.unique(self._points['user']).shape[0]} users, "
-            f"{np.unique(self._points['chunk']).shape[0]} chunks"
+            f"{self._sums.n_users} users, {self._sums.chunk.shape[0]} chunks"
         )
         return "\n".join(lines)
 
@@ -614,7 +797,8 @@ class RollingScorer:
 
     def __call__(self, estimator, X, y=None) -> dict[str, float]:
         report = rolling_evaluate(
-            estimator, X, m_values=self.m_values, exclude_seen=self.exclude_seen, copy=True
+            estimator, X, m_values=self.m_values, exclude_seen=self.exclude_seen, copy=True,
+            keep_points=False,
         )
         means = report._means() if self.aggregate == "overall" else report.per_user()
         names = [f"{name}@{k}" for name in self.metrics for k in _check_m_values(self.m_values)]

@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -52,5 +53,78 @@ def test_reproduce_on_a_small_file(tmp_path, capsys):
         assert f"| {method} |" in printed
     assert "recall@100" in printed and "ndcg@50" in printed
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert written == ["mrr_at_100_per_chunk.png", "ndcg_at_100_per_chunk.png",
-                       "recall_at_100_per_chunk.png", "results.md"]
+    assert written == ["checkpoints", "mrr_at_100_per_chunk.png", "ndcg_at_100_per_chunk.png",
+                       "recall_at_100_per_chunk.png", "results.md", "stages.json"]
+    # the per-stage summary: every stage with its time, peak memory and throughput
+    assert "| stage | seconds | cpu seconds | peak MiB | throughput |" in printed
+    for stage in ("load", "graph embedding", "clustering", "MiCRO fit",
+                  "MiCRO rolling evaluation", "ANN rolling evaluation",
+                  "Popularity rolling evaluation"):
+        assert f"| {stage} |" in printed
+    stages = json.loads((tmp_path / "out" / "stages.json").read_text())["stages"]
+    assert [s["name"] for s in stages][:3] == ["load", "graph embedding", "clustering"]
+    assert all(s["peak"] > 0 and s["seconds"] >= 0 for s in stages)
+    # without checkpoints nothing is saved
+    out = tmp_path / "bare"
+    assert main(["reproduce", "--data", str(path), "--k", "5", "--dim", "8",
+                 "--train-chunks", "4", "--out", str(out), "--quiet",
+                 "--no-checkpoints", "--baselines", "Popularity"]) == 0
+    assert not (out / "checkpoints").exists()
+
+
+def test_resume_errors_are_one_line(tmp_path):
+    out = run("reproduce", "--resume", "--out", str(tmp_path / "none"))
+    assert out.returncode == 2 and "no checkpoints" in out.stderr
+    out = run("reproduce", "--resume", "--no-checkpoints")
+    assert out.returncode == 2 and "--no-checkpoints" in out.stderr
+
+
+def test_compact_log_is_sorted_narrow_and_split_without_a_copy():
+    from sklearn_micro._log import EngagementLog
+    from sklearn_micro.experiment import compact_chunks, compact_log, split_chunks
+
+    rng = np.random.default_rng(0)
+    raw = np.column_stack([rng.integers(0, 50, 300), rng.integers(0, 80, 300),
+                           rng.integers(3, 9, 300)])
+    log = compact_log(raw)
+    assert log.user.dtype == log.item.dtype == log.chunk.dtype == np.int32
+    assert np.all(np.diff(log.chunk) >= 0)
+    order = np.argsort(raw[:, 2], kind="stable")
+    np.testing.assert_array_equal(log.user, raw[order, 0])
+    train, test = split_chunks(log, 4)
+    assert np.shares_memory(train.user, log.user) and np.shares_memory(test.item, log.item)
+    assert train.chunk.max() == 6 and test.chunk.min() == 7
+    assert len(train) + len(test) == len(log)
+
+    chunks = [(c, EngagementLog(raw[raw[:, 2] == c, 0], raw[raw[:, 2] == c, 1],
+                                raw[raw[:, 2] == c, 2])) for c in range(3, 9)]
+    for n_rows in (None, 300):
+        joined = compact_chunks(iter(chunks), n_rows=n_rows)
+        np.testing.assert_array_equal(joined.user, log.user)
+        np.testing.assert_array_equal(joined.chunk, log.chunk)
+        assert joined.item.dtype == np.int32
+    with pytest.raises(ValueError, match="n_rows"):
+        compact_chunks(iter(chunks), n_rows=299)
+    wide = [(0, EngagementLog(np.array([1, 2]), np.array([2**40, 5]), np.array([0, 0])))]
+    for n_rows in (None, 2):
+        joined = compact_chunks(iter(wide), n_rows=n_rows)
+        assert joined.item.dtype == np.int64 and joined.item[0] == 2**40
+        assert joined.user.dtype == np.int32
+
+
+def test_reproduce_reads_an_unsorted_file(tmp_path, capsys):
+    log = make_engagements(n_users=300, n_items=400, n_chunks=5, n_interests=4,
+                           n_engagements=5000, random_state=2)
+    rows = np.column_stack([log.user, log.item, log.chunk])[::-1]
+    path = tmp_path / "log.csv"
+    np.savetxt(path, rows, fmt="%d", delimiter=",", header="user,item,chunk", comments="")
+    assert main(["reproduce", "--data", str(path), "--k", "4", "--dim", "8", "--out",
+                 str(tmp_path / "out"), "--quiet", "--baselines", "Popularity"]) == 0
+    assert f"{len(log):,} engagements" in capsys.readouterr().out
+
+
+def test_a_failed_run_leaves_no_checkpoints(tmp_path):
+    out = run("reproduce", "--data", str(tmp_path / "missing.csv"), "--out",
+              str(tmp_path / "out"))
+    assert out.returncode == 2
+    assert not (tmp_path / "out").exists()

@@ -20,6 +20,7 @@ from sklearn_micro.baselines import (
 from sklearn_micro.metrics import ranking_metrics
 from sklearn_micro.model_selection import (
     ChunkSplit,
+    RollingEvaluation,
     RollingReport,
     make_rolling_scorer,
     rolling_evaluate,
@@ -299,3 +300,80 @@ def test_cross_validate_with_a_pipeline():
                             scoring=make_rolling_scorer(m_values=(10,), metrics="recall"))
     assert result["test_recall@10"].shape == (2,)
     assert ((result["test_recall@10"] >= 0) & (result["test_recall@10"] <= 1)).all()
+
+
+# -- aggregates without points, and the evaluation one chunk at a time ----------------------
+
+
+def test_report_without_points_has_the_same_aggregates():
+    X_train, X_test = make_log()
+    rec = RecentItemsRecommender(window=2).fit(X_train)
+    full = rolling_evaluate(rec, X_test, m_values=(5, 20))
+    sums = rolling_evaluate(rec, X_test, m_values=(5, 20), keep_points=False)
+    assert len(sums) == len(full)
+    points = full.points
+    for name in full.metric_names:
+        assert_allclose(sums.overall()[name], points[name].mean())
+        assert_allclose(sums.per_chunk()[name], points.groupby("chunk")[name].mean())
+        by_user = points.groupby("user")[name].mean()
+        assert_allclose(sums.per_user(by_user=True)[name], by_user)
+        assert_allclose(sums.per_user()[name], by_user.mean())
+        warm = points[points.warm][name].mean()
+        assert_allclose(sums.overall(by_warm=True).loc["warm", name], warm)
+    assert_array_equal(sums.per_user(by_user=True)["n_points"],
+                       points.groupby("user").size())
+    assert sums.summary() == full.summary()
+    with pytest.raises(ValueError, match="keep_points=True"):
+        _ = sums.points
+
+
+def test_rolling_evaluation_pickled_midway_gives_the_same_report():
+    X_train, X_test = make_log()
+    log = check_log(X_test)
+    chunks = [log.take(rows) for _, rows in model_selection.iter_chunks(log.chunk)]
+    whole = RollingEvaluation(RecentItemsRecommender(window=2).fit(X_train), m_values=(5, 20))
+    for part in chunks:
+        whole.step(part)
+    halves = RollingEvaluation(RecentItemsRecommender(window=2).fit(X_train),
+                               m_values=(5, 20))
+    for part in chunks[:2]:
+        halves.step(part)
+    halves = pickle.loads(pickle.dumps(halves))
+    assert halves.chunks_done == [int(c.chunk[0]) for c in chunks[:2]]
+    with pytest.raises(ValueError, match="not after chunk"):
+        halves.step(chunks[1])
+    for part in chunks[2:]:
+        halves.step(part)
+    assert halves.report().summary() == whole.report().summary()
+    pd.testing.assert_frame_equal(halves.report().per_user(by_user=True),
+                                  whole.report().per_user(by_user=True))
+    with pytest.raises(ValueError, match="one chunk"):
+        whole.step(log)
+
+
+def test_report_per_user_with_string_ids_of_growing_length():
+    report = RollingReport(
+        {"chunk": np.array([1, 2, 2]), "user": np.array(["b", "aa", "b"]),
+         "warm": np.array([True, False, True]), "n_relevant": np.array([1, 1, 1]),
+         "recall@5": np.array([1.0, 0.0, 0.5])},
+        ["recall@5"],
+    )
+    table = report.per_user(by_user=True)
+    assert list(table.index) == ["aa", "b"]
+    assert_allclose(table["recall@5"], [0.0, 0.75])
+
+
+@pytest.mark.parametrize("method", ["exact", "nndescent"])
+def test_ann_in_parallel_gives_the_same_report(method, monkeypatch):
+    # small user blocks, so the exact search spreads blocks over threads
+    import sklearn_micro.baselines as baselines
+
+    monkeypatch.setattr(baselines, "_BLOCK_SCORES", 64)
+    X_train, X_test = make_log()
+    reports = []
+    for n_jobs in (1, 2):
+        pipe = Pipeline([("embed", FixedEmbedder()),
+                         ("ann", ANNRecommender(method=method, n_neighbors=5, random_state=0,
+                                                n_jobs=n_jobs))]).fit(X_train)
+        reports.append(rolling_evaluate(pipe, X_test, m_values=(5, 20)).points)
+    pd.testing.assert_frame_equal(reports[0], reports[1])

@@ -11,7 +11,7 @@ from numba import njit
 from .topm import _is_seen
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _push(out_items, out_scores, r, n, item, score, tie_key):
     """Insert ``item`` into row ``r`` holding ``n`` ranked items; return the new count."""
     m = out_items.shape[1]
@@ -35,7 +35,7 @@ def _push(out_items, out_scores, r, n, item, score, tie_key):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def top_m_sparse(indptr, items, scores, tie_key, seen_indptr, seen_items,
                  out_items, out_scores, out_n):
     """Rank each row's candidates ``items[indptr[r]:indptr[r + 1]]`` into the output.
@@ -58,7 +58,7 @@ def top_m_sparse(indptr, items, scores, tie_key, seen_indptr, seen_items,
         out_n[r] = n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def top_m_dense(block_scores, block_items, tie_key, seen_indptr, seen_items,
                 out_items, out_scores, out_n):
     """Merge a dense block of scores (rows x ``block_items``) into the running top-m.

@@ -1,0 +1,122 @@
+"""A run killed in the middle carries on with --resume and prints the same tables."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sklearn_micro.datasets import make_engagements
+from sklearn_micro.experiment import Stages
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs the command line in a child process that kills itself with SIGKILL (no clean-up of
+# any kind, as the out-of-memory killer would) right after the checkpoint it is told.
+KILLED_RUN = textwrap.dedent("""
+    import os, signal, sys
+    from sklearn_micro import experiment
+    from sklearn_micro.cli import main
+
+    stop_after = sys.argv[1]
+    save = experiment.Stages.save
+
+    def save_then_die(self, name, obj, stage=None):
+        save(self, name, obj, stage)
+        if name == stop_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    experiment.Stages.save = save_then_die
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory):
+    log = make_engagements(n_users=600, n_items=900, n_chunks=8, n_interests=6,
+                           n_engagements=12000, random_state=1)
+    path = tmp_path_factory.mktemp("data") / "log.csv"
+    np.savetxt(path, np.column_stack([log.user, log.item, log.chunk]), fmt="%d",
+               delimiter=",", header="user,item,chunk", comments="")
+    return path
+
+
+def _args(data_file, out):
+    return ["reproduce", "--data", str(data_file), "--k", "6", "--dim", "8",
+            "--train-chunks", "5", "--out", str(out), "--quiet", "--baselines",
+            "ANN,Popularity,RecentItems"]
+
+
+def _run(args, stop_after=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if stop_after is None:
+        cmd = [sys.executable, "-m", "sklearn_micro.cli", *args]
+    else:
+        cmd = [sys.executable, "-c", KILLED_RUN, stop_after, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env=env)
+
+
+def _tables(stdout: str) -> str:
+    start = stdout.index("Mean over all (user, chunk) points")
+    return stdout[start : stdout.index("plots:")]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(data_file, tmp_path_factory):
+    done = _run(_args(data_file, tmp_path_factory.mktemp("whole")))
+    assert done.returncode == 0, done.stderr
+    return _tables(done.stdout)
+
+
+@pytest.mark.parametrize("stop_after", ["graph embedding", "MiCRO rolling", "ANN report",
+                                        "RecentItems rolling"])
+def test_resume_after_a_kill_prints_the_same_tables(data_file, uninterrupted, tmp_path,
+                                                    stop_after):
+    args = _args(data_file, tmp_path / "out")
+    killed = _run(args, stop_after=stop_after)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert "Mean over all" not in killed.stdout
+    checkpoints = tmp_path / "out" / "checkpoints"
+    assert (checkpoints / f"{stop_after}.pkl").is_file()
+    assert not list(checkpoints.glob("*.tmp"))
+    resumed = _run([*args, "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert _tables(resumed.stdout) == uninterrupted
+    if stop_after.endswith("rolling"):
+        assert "rolling evaluation (resumed after chunk" in resumed.stdout
+    elif stop_after.endswith("report"):
+        method = stop_after.split()[0]
+        assert f"{method} rolling evaluation (from its checkpoint)" in resumed.stdout
+    else:
+        assert f"{stop_after} (from its checkpoint)" in resumed.stdout
+    assert "from checkpoint" in resumed.stdout
+
+
+def test_resume_refuses_checkpoints_of_another_run(data_file, tmp_path):
+    args = _args(data_file, tmp_path / "out")
+    assert _run(args, stop_after="load").returncode == -signal.SIGKILL
+    other = [a if a != "6" else "7" for a in args]
+    refused = _run([*other, "--resume"])
+    assert refused.returncode == 2
+    assert "k=6" in refused.stderr and "k=7" in refused.stderr
+    assert refused.stderr.strip().count("\n") == 0
+
+
+def test_stages_save_atomically_and_start_over_without_resume(tmp_path):
+    stages = Stages(tmp_path, config={"k": 1}, say=None)
+    assert stages.run("a", lambda: {"x": np.arange(3)})["x"].tolist() == [0, 1, 2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pkl", "config.json"]
+    resumed = Stages(tmp_path, resume=True, config={"k": 1}, say=None)
+    assert resumed.run("a", lambda: 1 / 0)["x"].tolist() == [0, 1, 2]
+    assert resumed.stages[0].resumed
+    fresh = Stages(tmp_path, config={"k": 2}, say=None)
+    assert not fresh.has("a")
+    fresh.run("b", lambda: 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.pkl", "config.json"]
+    assert '"k": 2' in (tmp_path / "config.json").read_text()
+    assert "| a |" in stages.table() and stages.to_dict()["stages"][0]["name"] == "a"
