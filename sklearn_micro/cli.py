@@ -210,12 +210,12 @@ def reproduce(args) -> int:
         raise CommandError(str(exc)) from None
     def load():
         log, source = _load(args)
+        if len(log) == 0:
+            raise CommandError(f"{source} holds no engagements")
         return compact_log(log), source
 
     log, source = stages.run("load", load, work=0)
     stages.stages[-1].work = len(log)
-    if len(log) == 0:
-        raise CommandError(f"{source} holds no engagements")
     if log.chunk.min() == log.chunk.max():
         raise CommandError(f"{source} holds one chunk ({log.chunk.min()}); the experiment "
                            "needs at least two: it trains on the first and tests on the next")

@@ -355,6 +355,25 @@ class RollingEvaluation:
         The recommender, in the state after the last chunk it took.
     chunks_done : list of int
         The chunks evaluated so far, in order.
+
+    See Also
+    --------
+    rolling_evaluate : The whole protocol in one call.
+    RollingReport : What `report` returns.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro import PopularityRecommender
+    >>> from sklearn_micro._log import check_log
+    >>> from sklearn_micro.model_selection import RollingEvaluation
+    >>> train = np.array([[1, 10, 0], [2, 10, 0], [2, 11, 0]])
+    >>> test = check_log(np.array([[1, 10, 1], [3, 12, 1], [1, 12, 2], [2, 12, 2]]))
+    >>> evaluation = RollingEvaluation(PopularityRecommender().fit(train), m_values=(1, 2))
+    >>> for chunk in (1, 2):
+    ...     _ = evaluation.step(test.take(test.chunk == chunk))
+    >>> evaluation.report().overall()["recall@2"]
+    np.float64(0.75)
     """
 
     def __init__(self, estimator, *, m_values=(10, 25, 50, 100), exclude_seen=False,
@@ -371,7 +390,15 @@ class RollingEvaluation:
         _final_recommender(estimator)
 
     def check_chunk(self, chunk: int, *, what: str = "got chunk") -> None:
-        """Refuse a chunk that is not after every chunk the recommender has taken."""
+        """Refuse a chunk that is not after every chunk the recommender has taken.
+
+        Parameters
+        ----------
+        chunk : int
+            The chunk about to be evaluated.
+        what : str, default="got chunk"
+            How the error message names it.
+        """
         latest = getattr(_final_recommender(self.estimator), "latest_chunk_", None)
         if self.chunks_done:
             latest = self.chunks_done[-1] if latest is None else max(latest,
@@ -423,7 +450,13 @@ class RollingEvaluation:
         return users.shape[0]
 
     def report(self) -> RollingReport:
-        """The `RollingReport` of the chunks evaluated so far."""
+        """The `RollingReport` of the chunks evaluated so far.
+
+        Returns
+        -------
+        report : RollingReport
+            The aggregates, and the points with ``keep_points``.
+        """
         points = None
         if self.points is not None and self.chunks_done:
             points = {name: np.concatenate(parts) for name, parts in self.points.items()}
