@@ -35,10 +35,11 @@ from .embedding import GraphEmbedder
 from .micro import MiCRO
 from .model_selection import RollingEvaluation, RollingReport
 
-__all__ = ["METHODS", "Stages", "compact_chunks", "compact_log", "plot_per_chunk", "results_table",
-           "run_experiment", "split_chunks"]
+__all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "plot_per_chunk",
+           "results_table", "run_experiment", "split_chunks"]
 
-METHODS = ("MiCRO", "ANN", "Popularity", "RecentItems", "ALS")
+METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS")
+BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
 
 # a test chunk's state is saved when the work since the last save is at least this many
 # times what the last save cost, which keeps checkpoints under 1/10 of the evaluation
@@ -397,7 +398,8 @@ def run_experiment(
     n_interests : int, default=100
         K, the number of interests of MiCRO.
     methods : sequence of str, default=("MiCRO", "ANN", "Popularity")
-        Any of ``METHODS``.
+        Any of ``METHODS``. "MiCRO" is `MiCRO` with its defaults; "MiCRO (paper)" is the
+        paper's exact model (``personal=0, phi_decay=0``), on the same interests.
     n_components : int, default=64
         Dimensions of the graph embedding.
     m_values : sequence of int
@@ -428,7 +430,8 @@ def run_experiment(
     train, test = check_log(train, input_name="train"), check_log(test, input_name="test")
     verbose = int(bool(progress))
     embedded = None
-    if {"MiCRO", "ANN"} & set(methods):
+    micro = {"MiCRO", "MiCRO (paper)"} & set(methods)
+    if micro or "ANN" in methods:
         def embed():
             embedder = _make(GraphEmbedder, n_components, random_state=random_state,
                              n_jobs=n_jobs, verbose=verbose).fit(train)
@@ -439,7 +442,7 @@ def run_experiment(
         embedded = EmbeddedLog(train, found.user_ids, found.item_ids, found.user_vectors,
                                found.item_vectors)
         del found
-    if "MiCRO" in methods:
+    if micro:
         def cluster():
             clusters = _make(SphericalKMeans, n_interests, random_state=random_state,
                              n_jobs=n_jobs, verbose=verbose)
@@ -468,6 +471,9 @@ def run_experiment(
                 if name == "MiCRO":
                     return _make(MiCRO, random_state=random_state, n_jobs=n_jobs,
                                  verbose=verbose).fit(embedded)
+                if name == "MiCRO (paper)":
+                    return _make(MiCRO, personal=0, phi_decay=0, random_state=random_state,
+                                 n_jobs=n_jobs, verbose=verbose).fit(embedded)
                 if name == "ANN":
                     return _make(ANNRecommender, random_state=random_state,
                                  n_jobs=n_jobs).fit(embedded)
