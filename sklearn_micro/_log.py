@@ -493,7 +493,7 @@ class Vocabulary:
                 f"{_id_kind(values)} ids."
             )
 
-    def lookup(self, values, *, name: str = "ids") -> np.ndarray:
+    def lookup(self, values, *, name: str = "ids", dtype=np.int64) -> np.ndarray:
         """Map external ids to internal indices.
 
         Parameters
@@ -502,26 +502,28 @@ class Vocabulary:
             External ids, of the same kind (int64 or str) as the vocabulary's.
         name : str, default="ids"
             How error messages name ``values``.
+        dtype : {np.int64, np.int32}, default=np.int64
+            The indices' type (int32 halves their memory for a vocabulary below 2**31 ids).
 
         Returns
         -------
-        index : ndarray of int64, shape of ``values``
+        index : ndarray of ``dtype``, shape of ``values``
             The internal index of each id; -1 where an id is unknown.
         """
         values = as_ids(values, name=name)
-        if values.dtype.kind == "i":
-            values = values.astype(np.int64, copy=False)
-        elif values.dtype.kind != "U":
+        if values.dtype.kind not in "iU":
             values = _id_column(values.ravel(), name, input_name=name).reshape(values.shape)
         self._check_kind(values, name)
         if len(self) == 0:
-            return np.full(values.shape, -1, dtype=np.int64)
+            return np.full(values.shape, -1, dtype=dtype)
         if self._table is not None:
-            return table_lookup(values.ravel(), self._low, self._table).reshape(values.shape)
+            out = np.empty(values.size, dtype)
+            table_lookup(values.ravel(), self._low, self._table, out)
+            return out.reshape(values.shape)
         pos = np.searchsorted(self._sorted, values)
         pos = np.minimum(pos, len(self) - 1)
         found = self._sorted[pos] == values
-        return np.where(found, self._order[pos], -1).astype(np.int64)
+        return np.where(found, self._order[pos], -1).astype(dtype)
 
     def extend(self, values, *, name: str = "ids") -> tuple[Vocabulary, np.ndarray]:
         """Append the unseen ``values`` to a new vocabulary, and map ``values`` into it.

@@ -73,13 +73,15 @@ class SeenItems:
         return self.keys & 0xFFFFFFFF
 
     def add(self, user: np.ndarray, item: np.ndarray) -> SeenItems:
-        user, item = np.asarray(user, np.int64), np.asarray(item, np.int64)
+        user, item = np.asarray(user), np.asarray(item)
         if user.size and (user.max() >= 2**31 or item.max() >= 2**32):
             raise ValueError(
                 "seen items are kept for up to 2**31 users and 2**32 items; got "
                 f"{user.max() + 1} users and {item.max() + 1} items."
             )
-        new = (user << 32) | item
+        new = user.astype(np.int64)
+        new <<= 32
+        new |= item
         new.sort()
         return SeenItems(csr.merge_distinct(self.keys, new))
 

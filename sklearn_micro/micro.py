@@ -283,8 +283,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         K = int(interest.max()) + 1
         user_ids = Vocabulary.from_ids(log.user)
         item_ids = Vocabulary.from_ids(log.item)
-        u = user_ids.lookup(log.user)
-        i = item_ids.lookup(log.item)
+        u = user_ids.lookup(log.user, dtype=np.int32)
+        i = item_ids.lookup(log.item, dtype=np.int32)
         k_item = np.full(len(item_ids), -1, np.int32)
         pos = vocab.lookup(item_ids.ids)
         known = pos >= 0
@@ -299,7 +299,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         indptr, sup_k, sup_cnt = _counts_csr(u, z, len(user_ids), K)
 
         self.random_state_ = check_random_state(self.random_state)
-        log_chunk = log.chunk.astype(np.int64)
+        log_chunk = log.chunk
         self.phi_decay_ = (_select_phi_decay(u, i, log_chunk, len(item_ids))
                            if self.phi_decay == "auto" else float(self.phi_decay))
         self.personal_weight_ = (

@@ -6,9 +6,8 @@ from numba import njit
 
 
 @njit(cache=True)
-def table_lookup(values, low, table):
-    """``table[v - low]`` for each value ``v``, -1 where ``v`` falls outside the table."""
-    out = np.empty(values.shape[0], np.int64)
+def table_lookup(values, low, table, out):
+    """``out[j] = table[values[j] - low]``, -1 where a value falls outside the table."""
     span = table.shape[0]
     for j in range(values.shape[0]):
         pos = values[j] - low
