@@ -631,7 +631,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
         Returns
         -------
-        theta : scipy.sparse.csr_matrix of shape (n_users, n_interests_)
+        theta : scipy.sparse.csr_matrix of shape (n_users, K)
             Row ``r`` holds ``theta_u[k]`` on the interests of user ``users[r]``'s support.
         """
         check_is_fitted(self, "support_indptr_")
@@ -653,7 +653,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
         Returns
         -------
-        mixtures : scipy.sparse.csr_matrix of shape (n_items, n_interests_)
+        mixtures : scipy.sparse.csr_matrix of shape (n_items, K)
             Each item's share of engagements per interest in the latest chunk.
         """
         check_is_fitted(self, "support_indptr_")
