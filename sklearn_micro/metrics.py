@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._kernels.metrics import ranking_metrics_kernel
+from .base import unique_pairs
 
 __all__ = ["METRICS", "mrr_at", "ndcg_at", "ranking_metrics", "recall_at"]
 
@@ -80,12 +81,7 @@ def _encode(recommended: np.ndarray, indptr: np.ndarray, items: np.ndarray):
     else:
         universe, rel_codes = np.unique(items, return_inverse=True)
         rel_codes = rel_codes.astype(np.int64).ravel()
-    row = np.repeat(np.arange(n_rows), np.diff(indptr))
-    order = np.lexsort((rel_codes, row))
-    row, rel_codes = row[order], rel_codes[order]
-    keep = np.ones(row.shape[0], bool)
-    keep[1:] = (row[1:] != row[:-1]) | (rel_codes[1:] != rel_codes[:-1])
-    row, rel_codes = row[keep], rel_codes[keep]
+    row, rel_codes = unique_pairs(np.repeat(np.arange(n_rows), np.diff(indptr)), rel_codes)
     rel_indptr = np.zeros(n_rows + 1, np.int64)
     np.cumsum(np.bincount(row, minlength=n_rows), out=rel_indptr[1:])
 

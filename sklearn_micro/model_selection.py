@@ -17,6 +17,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._log import EmbeddedLog, EngagementLog, check_log, iter_chunks
+from .base import unique_pairs
 from .metrics import METRICS, _metrics_of_codes
 
 __all__ = ["ChunkSplit", "RollingEvaluation", "RollingReport", "RollingScorer",
@@ -224,12 +225,7 @@ def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen:
     """Users, warmth, relevant counts and metrics of one test chunk."""
     users, user_code = np.unique(log.user, return_inverse=True)
     items, item_code = np.unique(log.item, return_inverse=True)
-    user_code, item_code = user_code.ravel(), item_code.ravel()
-    order = np.lexsort((item_code, user_code))
-    u, i = user_code[order], item_code[order]
-    keep = np.ones(u.shape[0], bool)
-    keep[1:] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
-    u, i = u[keep], i[keep]
+    u, i = unique_pairs(user_code.ravel(), item_code.ravel())
     n_relevant = np.bincount(u, minlength=users.shape[0])
     indptr = np.zeros(users.shape[0] + 1, np.int64)
     np.cumsum(n_relevant, out=indptr[1:])
