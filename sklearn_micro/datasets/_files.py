@@ -11,6 +11,7 @@ import bz2
 import gzip
 import os
 import re
+import sys
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -424,8 +425,27 @@ def _iter_parquet(src: _Source, kinds: dict[str, str], batch_rows: int):
 
 
 def _iter_batches(src: _Source, kinds: dict[str, str], batch_rows: int):
-    """Yield ``(first_row, {column: ndarray})`` batch by batch; ints come as int64."""
+    """Yield ``(first_row, {column: ndarray})`` batch by batch; ints come as int64.
+
+    When the batches end (or the reading stops), the memory pyarrow's pool still holds is
+    handed back to the system: its allocator otherwise keeps what the batches used (about
+    30 bytes per engagement read) for the rest of the process.
+    """
     if src.kind == "parquet":
-        return _iter_parquet(src, kinds, batch_rows)
-    return _iter_csv(src, kinds, batch_rows)
+        return _released(_iter_parquet(src, kinds, batch_rows))
+    return _released(_iter_csv(src, kinds, batch_rows))
+
+
+def _released(batches):
+    try:
+        yield from batches
+    finally:
+        release_arrow_memory()
+
+
+def release_arrow_memory() -> None:
+    """Hand the memory pyarrow's pool keeps but no longer uses back to the system."""
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        pa.default_memory_pool().release_unused()
 

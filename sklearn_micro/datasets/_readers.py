@@ -24,6 +24,7 @@ from ._files import (
     _Source,
     _source,
     _where,
+    release_arrow_memory,
 )
 
 __all__ = ["iter_log_chunks", "read_log", "read_twitter_fave", "read_twitter_follow"]
@@ -124,6 +125,8 @@ def _read_columns(src: _Source, cols: _Columns, batch_rows: int):
     user = np.concatenate(users) if users else empty
     item = np.concatenate(items) if items else empty
     chunk = np.concatenate(orders) if orders else empty
+    del users, items, orders
+    release_arrow_memory()
     if cols.time is not None and chunk.size:
         origin = int(chunk.min()) if cols.origin is None else cols.origin
         chunk = _to_chunks(chunk, origin, cols.chunk_length)
