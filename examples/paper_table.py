@@ -61,7 +61,9 @@ def choose_k(train, k_values=(10, 25, 50, 100, 200)) -> int:
     pipe = Pipeline([
         ("embed", GraphEmbedder(n_components=N_COMPONENTS, random_state=0)),
         ("interests", SphericalKMeans(random_state=0)),
-        ("micro", MiCRO(random_state=0)),
+        # the paper's exact model (MiCRO()'s defaults add the personal component and
+        # phi_decay="auto"; docs/quality.md compares them)
+        ("micro", MiCRO(personal=0, phi_decay=0, random_state=0)),
     ])
     search = GridSearchCV(pipe, {"interests__n_clusters": list(k_values)},
                           cv=ChunkSplit(n_splits=2, test_chunks=12),

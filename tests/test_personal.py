@@ -25,23 +25,10 @@ from hypothesis import strategies as st
 from recommender_checks import CHECKS, FixedEmbedder, make_log, state_differences
 from sklearn.pipeline import Pipeline
 from test_exactness import dense_scores, logs
+from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro.datasets import make_engagements
-
-TRAIN = np.array([
-    [0, 10, 0], [0, 11, 0], [0, 12, 1],
-    [1, 12, 0], [1, 13, 1], [1, 13, 1],
-    [2, 10, 1], [2, 13, 1],
-])
-INTERESTS = ([10, 11, 12, 13], [0, 0, 1, 1])
-CHUNK = np.array([[0, 20, 2], [0, 10, 2], [1, 21, 2], [1, 13, 2], [2, 20, 2], [2, 21, 2],
-                  [3, 10, 2]])
-
-
-def fitted(**params):
-    params.setdefault("random_state", 0)
-    return MiCRO(**params).fit(TRAIN, item_interest=INTERESTS)
 
 
 @pytest.mark.parametrize("params, message", [
