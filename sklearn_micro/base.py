@@ -52,17 +52,43 @@ def csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 class SeenItems:
-    """Which items each user has engaged with: distinct (user, item) pairs, sorted.
+    """Which items each user has engaged with: distinct (user, item) pairs.
 
-    Used by ``recommend(..., exclude_seen=True)``. A pair is one int64 key,
-    ``user << 32 | item`` (internal indices below 2**31 and 2**32), kept in one sorted
-    array (8 bytes a pair), so it pickles as a plain array and `add` merges in
-    O(n_pairs + n_new log n_new) with one new array of the result.
-    `add` returns a new object and leaves this one as it was.
+    Used by ``recommend(..., exclude_seen=True)`` and to tell warm users from cold ones. A
+    pair is one int64 key, ``user << 32 | item`` (internal indices below 2**31 and 2**32),
+    8 bytes a pair. The keys are kept in sorted runs of distinct keys, the oldest and
+    largest first, each run smaller than half the one before it (so at most about
+    ``log2(n_pairs)`` runs). `add` returns a new object that shares the runs it keeps with
+    this one, which is left as it was: the new pairs become a run of their own, merged with
+    the newest runs while a run is at least half the one before it. A run is copied only
+    when it is merged, so adding test chunks one at a time to the pairs of a large training
+    log copies little more than the chunks' own pairs, where one sorted array would copy
+    every pair held at each chunk.
     """
 
     def __init__(self, keys=None):
-        self.keys = np.empty(0, np.int64) if keys is None else keys
+        self.runs = [] if keys is None or len(keys) == 0 else [keys]
+
+    def __setstate__(self, state):
+        # before runs, a single sorted array of keys
+        runs = state.get("runs")
+        if runs is None:
+            keys = state["keys"]
+            runs = [keys] if len(keys) else []
+        self.runs = list(runs)
+
+    @property
+    def keys(self) -> np.ndarray:
+        """All the keys, sorted (a new array when there are several runs)."""
+        if not self.runs:
+            return np.empty(0, np.int64)
+        keys = self.runs[0]
+        for run in self.runs[1:]:
+            keys = csr.merge_distinct(keys, run)
+        return keys
+
+    def __len__(self) -> int:
+        return sum(run.shape[0] for run in self.runs)
 
     @property
     def user(self) -> np.ndarray:
@@ -83,22 +109,62 @@ class SeenItems:
         new <<= 32
         new |= item
         new.sort()
-        return SeenItems(csr.merge_distinct(self.keys, new))
+        if new.size:
+            new = new[np.concatenate(([True], new[1:] != new[:-1]))]
+        for run in self.runs:
+            if new.size:
+                new = new[~_sorted_contains(run, new)]
+        runs = self.runs + [new] if new.size else list(self.runs)
+        while len(runs) > 1 and 2 * runs[-1].shape[0] >= runs[-2].shape[0]:
+            runs[-2:] = [csr.merge_distinct(runs[-2], runs[-1])]
+        grown = SeenItems()
+        grown.runs = runs
+        return grown
 
     def has_user(self, users: np.ndarray) -> np.ndarray:
         """Whether each user (internal index, -1 for unknown) has any pair."""
         users = np.asarray(users, np.int64)
-        lo = np.searchsorted(self.keys, users << 32)
-        hi = np.searchsorted(self.keys, (users + 1) << 32)
-        return (users >= 0) & (hi > lo)
+        found = np.zeros(users.shape[0], bool)
+        for run in self.runs:
+            found |= np.searchsorted(run, (users + 1) << 32) > np.searchsorted(run, users << 32)
+        return (users >= 0) & found
 
     def csr(self, users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(indptr, items)`` of the seen items of ``users`` (internal, -1 for unknown)."""
+        """``(indptr, items)`` of the seen items of ``users`` (internal, -1 for unknown),
+        sorted within each user."""
         users = np.asarray(users, np.int64)
-        lo = np.searchsorted(self.keys, users << 32)
-        hi = np.where(users < 0, lo, np.searchsorted(self.keys, (users + 1) << 32))
-        indptr, positions = ranges_csr(lo, hi)
-        return indptr, self.keys[positions] & 0xFFFFFFFF
+        parts = []
+        for run in self.runs:
+            lo = np.searchsorted(run, users << 32)
+            hi = np.where(users < 0, lo, np.searchsorted(run, (users + 1) << 32))
+            parts.append((lo, hi, run))
+        if len(parts) <= 1:
+            lo, hi, run = parts[0] if parts else (np.zeros_like(users), np.zeros_like(users),
+                                                  np.empty(0, np.int64))
+            indptr, positions = ranges_csr(lo, hi)
+            return indptr, run[positions] & 0xFFFFFFFF
+        counts = sum(hi - lo for lo, hi, _ in parts)
+        indptr = np.zeros(users.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        # each user's pairs from every run, keyed by (row, item) and sorted
+        keyed = []
+        rows = np.arange(users.shape[0], dtype=np.int64) << 32
+        for lo, hi, run in parts:
+            _, positions = ranges_csr(lo, hi)
+            keys = run[positions] & 0xFFFFFFFF
+            keys |= np.repeat(rows, hi - lo)
+            keyed.append(keys)
+        keys = np.concatenate(keyed)
+        keys.sort()
+        return indptr, keys & 0xFFFFFFFF
+
+
+def _sorted_contains(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``sorted_values``."""
+    at = np.searchsorted(sorted_values, values)
+    found = at < sorted_values.shape[0]
+    found[found] = sorted_values[at[found]] == values[found]
+    return found
 
 
 class RecommenderMixin:

@@ -486,8 +486,10 @@ class ANNRecommender(_WindowRecommender):
     ----------
     user_ids_, item_ids_ : Vocabulary
         External ids of the users (those with a vector, then those of the logs) and items.
-    user_vectors_ : ndarray of shape (n_users, n_dims)
-        The user vectors; zero for users without one.
+    user_vectors_ : ndarray of shape (n_users_with_vectors, n_dims)
+        The user vectors of the first users of ``user_ids_``, as given (shared with the
+        `EmbeddedLog`, not copied); zero for users without one. Users beyond its rows, first
+        seen in a log with no vector for them, have none.
     candidate_items_ : ndarray of shape (n_candidates,)
         Internal indices of the window's items that have a vector.
     item_vectors_ : ndarray of shape (n_candidates, n_dims)
@@ -566,10 +568,6 @@ class ANNRecommender(_WindowRecommender):
                 f"got shape {vectors.shape}."
             )
         user_ids, _ = X.user_ids.extend(distinct(log.user), name="X user ids")
-        if len(user_ids) > vectors.shape[0]:
-            grown = np.zeros((len(user_ids), vectors.shape[1]), np.float32)
-            grown[: vectors.shape[0]] = vectors
-            vectors = grown
         rng = check_random_state(self.random_state)
         return {
             "user_ids_": user_ids,
@@ -580,11 +578,6 @@ class ANNRecommender(_WindowRecommender):
 
     def _absorb(self, state, X):
         vectors = state["user_vectors_"]
-        n_users = len(state["user_ids_"])
-        if vectors.shape[0] < n_users:
-            grown = np.zeros((n_users, vectors.shape[1]), np.float32)
-            grown[: vectors.shape[0]] = vectors
-            vectors = grown
         if isinstance(X, EmbeddedLog):
             given = np.asarray(X.user_vectors, dtype=np.float32)
             if given.ndim != 2 or given.shape[1] != vectors.shape[1]:
@@ -601,7 +594,11 @@ class ANNRecommender(_WindowRecommender):
             rows = rows[rows >= 0]
             if rows.size:
                 target = state["user_ids_"].lookup(X.user_ids.ids[rows], name="X user ids")
-                vectors = vectors.copy() if vectors is state["user_vectors_"] else vectors
+                # users beyond the rows held had no vector: the rows grow to take them
+                grown = np.zeros((max(vectors.shape[0], int(target.max()) + 1),
+                                  vectors.shape[1]), np.float32)
+                grown[: vectors.shape[0]] = vectors
+                vectors = grown
                 vectors[target] = given[rows]
         state["user_vectors_"] = vectors
 
@@ -609,6 +606,7 @@ class ANNRecommender(_WindowRecommender):
         vectors = state["user_vectors_"]
         item, user = unique_pairs(state["window_item_"], state["window_user_"])
         users = np.unique(user)
+        users = users[users < vectors.shape[0]]
         with_vector = users[_nonzero_rows(vectors, users)]
         has_vector = np.isin(user, with_vector, assume_unique=False)
         item, user = item[has_vector], user[has_vector]
@@ -644,7 +642,7 @@ class ANNRecommender(_WindowRecommender):
         return self._index
 
     def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
-        known = np.flatnonzero(user_index >= 0)
+        known = np.flatnonzero((user_index >= 0) & (user_index < self.user_vectors_.shape[0]))
         queries = self.user_vectors_[user_index[known]]
         norms = np.linalg.norm(queries, axis=1)
         rows = known[norms > 0]

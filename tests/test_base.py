@@ -52,6 +52,35 @@ def test_seen_items_add_merges_distinct_pairs(batches):
 
 
 @settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 40)), max_size=40),
+                min_size=1, max_size=12),
+       st.lists(st.integers(-1, 14), max_size=20))
+def test_seen_items_runs_answer_like_one_sorted_set(batches, users):
+    """Pairs added batch by batch are held in sorted runs of distinct pairs, each smaller
+    than half the one before it; every query answers as one set of pairs would, and an
+    object that was added to keeps its own answers."""
+    from sklearn_micro.base import SeenItems
+
+    seen, expected, history = SeenItems(), set(), []
+    for batch in batches:
+        seen = seen.add(np.array([u for u, _ in batch], np.int64),
+                        np.array([i for _, i in batch], np.int64))
+        expected |= set(batch)
+        history.append((seen, set(expected)))
+        sizes = [run.shape[0] for run in seen.runs]
+        assert all(2 * b < a for a, b in zip(sizes, sizes[1:], strict=False)), sizes
+        assert len(seen) == len(expected)
+    query = np.array(users, np.int64)
+    for held, pairs in history:
+        indptr, items = held.csr(query)
+        for row, user in enumerate(users):
+            want = sorted(i for u, i in pairs if u == user and user >= 0)
+            assert items[indptr[row]:indptr[row + 1]].tolist() == want
+        assert held.has_user(query).tolist() == [
+            user >= 0 and any(u == user for u, _ in pairs) for user in users]
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(small, wide), min_size=1, max_size=30),
        st.lists(st.one_of(small, wide), max_size=30))
 def test_vocabulary_lookups_agree_for_dense_and_sparse_ids(ids, queries):
