@@ -24,7 +24,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._kernels.ranking import top_m_dense, top_m_sparse
+from ._kernels.ranking import prefilter_block, prefilter_finish, top_m_sparse
 from ._kernels.topm import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
@@ -41,6 +41,8 @@ _EXACT_MAX_ITEMS = 20_000
 # scores held at once by the exact blocked search
 _BLOCK_SCORES = 1 << 21
 _ITEM_BLOCK = 8192
+# candidates a user may keep waiting for exact scores, in multiples of m
+_BUFFERED = 8
 
 
 def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
@@ -69,26 +71,38 @@ def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
                  out_items, out_scores, out_n, n_threads=1):
     """Exact top-m of ``queries @ vectors.T`` over ``candidates``, in bounded blocks.
 
-    Products are taken in float64 and rounded to float32, so a user's scores do not depend on
-    which other users share the block. With ``n_threads > 1`` blocks of users are ranked on
-    that many threads (the products and the ranking kernel release the GIL).
+    A score is the float64 sum of the products in a fixed order, rounded to float32, so a
+    user's scores do not depend on which other users share the block. The products of a
+    block of users and items are taken in float32 (half the cost of float64); only the
+    items whose float32 score is within twice its error bound of a user's m-th best are
+    scored exactly (`prefilter_block`). With ``n_threads > 1`` blocks of users are ranked
+    on that many threads (the products and the ranking kernels release the GIL).
     """
     n_q, n_c = queries.shape[0], vectors.shape[0]
     if n_q == 0 or n_c == 0:
         return
+    queries = np.ascontiguousarray(queries, np.float32)
+    vectors = np.ascontiguousarray(vectors, np.float32)
+    margin = _product_error(queries, vectors)
+    m = out_items.shape[1]
     item_block = min(n_c, _ITEM_BLOCK)
     user_block = max(1, _BLOCK_SCORES // item_block)
 
     def rank(u0):
         u1 = min(n_q, u0 + user_block)
-        user_queries = queries[u0:u1].astype(np.float64)
+        rows, seen = queries[u0:u1], (seen_indptr[u0 : u1 + 1], seen_items)
+        heap = np.empty((u1 - u0, m), np.float32)
+        heap_n = np.zeros(u1 - u0, np.int64)
+        buf = np.empty((u1 - u0, _BUFFERED * m), np.int64)
+        buf_score = np.empty(buf.shape, np.float32)
+        buf_n = np.zeros(u1 - u0, np.int64)
+        outs = out_items[u0:u1], out_scores[u0:u1], out_n[u0:u1]
         for i0 in range(0, n_c, item_block):
             i1 = min(n_c, i0 + item_block)
-            block = (user_queries @ vectors[i0:i1].astype(np.float64).T).astype(np.float32)
-            top_m_dense(
-                block, candidates[i0:i1], tie_key, seen_indptr[u0 : u1 + 1], seen_items,
-                out_items[u0:u1], out_scores[u0:u1], out_n[u0:u1],
-            )
+            prefilter_block(rows @ vectors[i0:i1].T, i0, rows, vectors, candidates, margin,
+                            tie_key, *seen, heap, heap_n, buf, buf_score, buf_n, *outs)
+        prefilter_finish(rows, vectors, candidates, margin, tie_key, heap, heap_n, buf,
+                         buf_score, buf_n, *outs)
 
     starts = range(0, n_q, user_block)
     if n_threads <= 1 or n_q <= user_block:
@@ -101,6 +115,18 @@ def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
 
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
         list(pool.map(rank, starts))
+
+
+def _product_error(queries: np.ndarray, vectors: np.ndarray) -> float:
+    """Twice the largest error of a float32 product of a query and a vector, against the
+    exact score rounded to float32, with room to spare: products of ``d`` terms summed in
+    float32 in any order are within ``d u / (1 - d u) |q| |v|`` of the exact sum (``u`` the
+    unit roundoff, 2**-24), and rounding the exact sum adds ``u |q| |v|``."""
+    d = queries.shape[1]
+    u = 2.0**-24
+    bound = float(np.sqrt(np.max(np.einsum("ij,ij->i", queries, queries, dtype=np.float64)))
+                  * np.sqrt(np.max(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))))
+    return 2.0 * bound * ((d + 2) * u / (1 - (d + 2) * u) + 2 * u)
 
 
 # rows whose ids are looked up at once while the seen items of a log are gathered

@@ -3,6 +3,8 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from recommender_checks import CHECKS, FixedEmbedder, check_recommender, make_log
 from sklearn.exceptions import NotFittedError
@@ -288,6 +290,53 @@ def test_ann_exact_search_is_blocked_and_exact(monkeypatch):
     top = np.sort(sims, axis=1)[:, ::-1][:, :20]
     assert_allclose(expected[1], top)
     assert np.isin(rec.item_ids_.lookup(expected[0].ravel()), items).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(1, 40),
+       st.integers(1, 9), st.sampled_from([1, 3, 64]), st.booleans())
+def test_exact_top_m_equals_brute_force_with_near_ties(seed, n_q, n_c, m, item_block, ties):
+    """The float32 prefilter keeps every item of the exact top-m: the answer equals a brute
+    force ranking of float64 sums (rounded to float32, ties to the lower tie key), with
+    duplicated and nearly equal vectors, seen items left out, small blocks and a buffer
+    that fills up."""
+    import sklearn_micro.baselines as baselines
+
+    rng = np.random.default_rng(seed)
+    d = 47
+    vectors = rng.normal(size=(n_c, d)).astype(np.float32)
+    if ties:  # one vector, nudged by less than float32 products can tell apart, and copies
+        vectors = (rng.normal(size=d) + 1e-6 * vectors).astype(np.float32)
+        src = rng.integers(0, n_c, n_c // 4)
+        vectors[: src.size] = vectors[src]
+    queries = rng.normal(size=(n_q, d)).astype(np.float32)
+    candidates = rng.permutation(3 * n_c)[:n_c].astype(np.int64)
+    tie_key = rng.permutation(3 * n_c).astype(np.int64)
+    seen = [np.sort(rng.choice(candidates, rng.integers(0, n_c + 1), replace=False))
+            for _ in range(n_q)]
+    seen_indptr = np.concatenate(([0], np.cumsum([s.size for s in seen]))).astype(np.int64)
+    seen_items = np.concatenate(seen).astype(np.int64)
+    out_items = np.full((n_q, m), -1, np.int64)
+    out_scores = np.full((n_q, m), -np.inf, np.float32)
+    out_n = np.zeros(n_q, np.int64)
+    old = baselines._ITEM_BLOCK, baselines._BLOCK_SCORES, baselines._BUFFERED
+    try:
+        baselines._ITEM_BLOCK, baselines._BLOCK_SCORES, baselines._BUFFERED = (
+            item_block, 2 * item_block, 1)
+        baselines._exact_top_m(queries, vectors, candidates, tie_key, seen_indptr,
+                               seen_items, out_items, out_scores, out_n, n_threads=2)
+    finally:
+        baselines._ITEM_BLOCK, baselines._BLOCK_SCORES, baselines._BUFFERED = old
+    lanes = np.zeros((4, n_q, n_c))
+    for k in range(d):  # the kernel's order of summation: four lanes, then pairs
+        lanes[k % 4] += queries[:, k, None].astype(np.float64) * vectors[None, :, k]
+    exact = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])).astype(np.float32)
+    for r in range(n_q):
+        keep = ~np.isin(candidates, seen[r])
+        order = np.lexsort((tie_key[candidates[keep]], -exact[r, keep]))[:m]
+        assert out_n[r] == order.size
+        assert_array_equal(out_items[r, : out_n[r]], candidates[keep][order])
+        assert_array_equal(out_scores[r, : out_n[r]], exact[r, keep][order])
 
 
 class ExactIndex:
