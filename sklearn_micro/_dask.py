@@ -1,10 +1,18 @@
-"""The chunk sampler's partitions on a Dask cluster, through joblib's Dask backend.
+"""Work on a Dask cluster, through joblib's Dask backend: the chunk sampler's partitions,
+retrieval and the rolling evaluation by blocks of users, and the assignment step of
+spherical k-means by blocks of rows.
 
 Inside ``joblib.parallel_config(backend="dask")`` with a ``dask.distributed.Client``
-active, `sklearn_micro._gibbs.run_chain` sweeps its partitions here instead of on threads.
-The work of a partition is the same function, `sample_partition`, on the same arrays with
-the same seed, so a chain on the cluster equals the chain on threads with as many
-partitions, bit for bit.
+active, `sklearn_micro._gibbs.run_chain` sweeps its partitions here instead of on threads,
+`sklearn_micro.model_selection` scores each test chunk's users here
+(`score_chunk_on_cluster`; `recommend_on_cluster` is the same for ``recommend``), and
+`sklearn_micro.cluster` runs its assignment steps here (`ClusterAssignment`,
+`assign_all_on_cluster`). Each runs on the workers the very function the threads run, so
+its results equal theirs.
+
+The sampler. The work of a partition is the same function, `sample_partition`, on the
+same arrays with the same seed, so a chain on the cluster equals the chain on threads with
+as many partitions, bit for bit.
 
 What travels, and when:
 
@@ -26,7 +34,16 @@ the same result. Every wait has a limit, ``sklearn_micro.sweep_timeout`` in Dask
 configuration (default 10 minutes per sweep), after which the call fails with an error
 that says so.
 
-The bytes of each sweep are logged at DEBUG level on this module's logger.
+Retrieval and the evaluation. The recommender travels once per call (per test chunk), in
+a task of its own that every block takes as an input; a block carries its users and their
+relevant items and returns its users' metrics (or, for ``recommend``, their top-m lists).
+
+K-means. The rows of a run are held on the workers by blocks, each inside its task; every
+iteration ships the centroids once, in a task the blocks take as an input, and each block
+the positions of its rows to reassign.
+
+Every wait of these has the same limit. The bytes of each sweep, evaluated chunk and k-means
+iteration are logged at DEBUG level on this module's logger.
 """
 
 from __future__ import annotations
@@ -325,8 +342,9 @@ def _recommender_to_ship(recommender, exclude_seen: bool):
 
 def _hold_recommender(recommender):
     """A recommender held on a worker: one thread per block, the worker's threads running
-    blocks side by side."""
+    blocks side by side (a copy, since a cluster of threads hands the client's object)."""
     if hasattr(recommender, "n_jobs"):
+        recommender = copy.copy(recommender)
         recommender.n_jobs = 1
     return recommender
 
@@ -348,7 +366,7 @@ def _map_recommender(client, recommender, function, blocks, *, exclude_seen: boo
     try:
         with _off_worker_thread():
             results = _gather(client, futures, sweep_timeout(), "The rolling evaluation"
-                              if name == "score" else "recommend", what, "blocks")
+                              if name == "score" else "recommend_on_cluster", what, "blocks")
     finally:
         client.cancel([*futures, held])
     if logger.isEnabledFor(logging.DEBUG):
