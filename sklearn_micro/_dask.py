@@ -1,10 +1,18 @@
-"""The chunk sampler's partitions on a Dask cluster, through joblib's Dask backend.
+"""Work on a Dask cluster, through joblib's Dask backend: the chunk sampler's partitions,
+retrieval and the rolling evaluation by blocks of users, and the assignment step of
+spherical k-means by blocks of rows.
 
 Inside ``joblib.parallel_config(backend="dask")`` with a ``dask.distributed.Client``
-active, `sklearn_micro._gibbs.run_chain` sweeps its partitions here instead of on threads.
-The work of a partition is the same function, `sample_partition`, on the same arrays with
-the same seed, so a chain on the cluster equals the chain on threads with as many
-partitions, bit for bit.
+active, `sklearn_micro._gibbs.run_chain` sweeps its partitions here instead of on threads,
+`sklearn_micro.model_selection` scores each test chunk's users here
+(`score_chunk_on_cluster`; `recommend_on_cluster` is the same for ``recommend``), and
+`sklearn_micro.cluster` runs its assignment steps here (`ClusterAssignment`,
+`assign_all_on_cluster`). Each runs on the workers the very function the threads run, so
+its results equal theirs.
+
+The sampler. The work of a partition is the same function, `sample_partition`, on the
+same arrays with the same seed, so a chain on the cluster equals the chain on threads with
+as many partitions, bit for bit.
 
 What travels, and when:
 
@@ -26,12 +34,23 @@ the same result. Every wait has a limit, ``sklearn_micro.sweep_timeout`` in Dask
 configuration (default 10 minutes per sweep), after which the call fails with an error
 that says so.
 
-The bytes of each sweep are logged at DEBUG level on this module's logger.
+Retrieval and the evaluation. The recommender travels once per call (per test chunk), in
+a task of its own that every block takes as an input; a block carries its users and their
+relevant items and returns its users' metrics (or, for ``recommend``, their top-m lists).
+
+K-means. The rows of a run are held on the workers by blocks, each inside its task; every
+iteration ships the centroids once, in a task the blocks take as an input, and each block
+the positions of its rows to reassign.
+
+Every wait of these has the same limit. The bytes of each sweep, evaluated chunk and k-means
+iteration are logged at DEBUG level on this module's logger.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
+import pickle
 import sys
 from contextlib import contextmanager
 from uuid import uuid4
@@ -41,6 +60,7 @@ from joblib import effective_n_jobs
 from joblib.parallel import get_active_backend
 
 from ._gibbs import sample_partition
+from .base import SeenItems
 
 logger = logging.getLogger(__name__)
 
@@ -85,26 +105,36 @@ def sweep_timeout() -> float:
 
 
 @contextmanager
-def on_cluster(client, layout, partitions):
-    """Hold each partition's arrays on a worker inside the block; yields
-    ``sweep(seeds, counts, z, beta, i_beta)``, which returns what `sample_partition`
-    returns for each partition, in order."""
+def _off_worker_thread():
+    """Inside a task (a scorer of a search run by the backend), leave the worker's thread
+    to other tasks while this one waits on the tasks it submits."""
     from distributed import get_worker, rejoin, secede
 
     try:
         get_worker()
-        nested = True  # a task that waits on other tasks leaves its thread to them
+        nested = True
     except ValueError:
         nested = False
-    sweeps = ClusterSweeps(client, layout, partitions)
+    if nested:
+        secede()
     try:
-        if nested:
-            secede()
-        yield sweeps
+        yield
     finally:
-        sweeps.release()
         if nested:
             rejoin()
+
+
+@contextmanager
+def on_cluster(client, layout, partitions):
+    """Hold each partition's arrays on a worker inside the block; yields
+    ``sweep(seeds, counts, z, beta, i_beta)``, which returns what `sample_partition`
+    returns for each partition, in order."""
+    sweeps = ClusterSweeps(client, layout, partitions)
+    try:
+        with _off_worker_thread():
+            yield sweeps
+    finally:
+        sweeps.release()
 
 
 class ClusterSweeps:
@@ -157,7 +187,8 @@ class ClusterSweeps:
                    for p, (held, seed, (z_p, entry_count)) in enumerate(zip(
                        self.held, seeds, inputs, strict=True))]
         try:
-            results = _gather(self.client, futures, self.timeout, s)
+            results = _gather(self.client, futures, self.timeout, "MiCRO's sampler",
+                              f"sweep {s}")
         finally:
             self.client.cancel(futures)
         sent = sum(z_p.nbytes + c.nbytes + interest_count.nbytes for z_p, c in inputs)
@@ -173,8 +204,9 @@ class ClusterSweeps:
         self.client.cancel(self.held)
 
 
-def _gather(client, futures, timeout, sweep):
-    """The futures' results, or a TimeoutError after ``timeout`` seconds."""
+def _gather(client, futures, timeout, who, what, parts="partitions"):
+    """The futures' results, or a TimeoutError after ``timeout`` seconds that says who
+    waited for what."""
     from distributed import wait
 
     try:
@@ -182,10 +214,10 @@ def _gather(client, futures, timeout, sweep):
     except TimeoutError:
         done = sum(f.done() for f in futures)
         raise TimeoutError(
-            f"MiCRO's sampler waited {timeout:g} s for sweep {sweep} on the Dask cluster; "
-            f"{done} of {len(futures)} partitions were done. The workers may be lost or "
-            "overloaded; raise the limit with dask.config.set({'sklearn_micro.sweep_timeout': "
-            "'30 minutes'}) if a sweep needs longer."
+            f"{who} waited {timeout:g} s for {what} on the Dask cluster; {done} of "
+            f"{len(futures)} {parts} were done. The workers may be lost or overloaded; raise "
+            "the limit with dask.config.set({'sklearn_micro.sweep_timeout': '30 minutes'}) "
+            "if the work needs longer."
         ) from None
     return client.gather(futures)
 
@@ -235,3 +267,347 @@ def _narrow(values: np.ndarray) -> np.ndarray:
         return values
     return values.astype(np.result_type(np.min_scalar_type(values.min()),
                                         np.min_scalar_type(values.max())), copy=False)
+
+
+# ---------------------------------------------------------------- work split in blocks
+
+# Bytes of a block of rows (k-means) a task takes; and the fewest rows or users of a block,
+# below which a block's round trip costs more than its work saves.
+_BLOCK_BYTES = 64 * 2**20
+_MIN_BLOCK_ROWS = 1024
+_MIN_BLOCK_USERS = 512
+
+
+def _blocks(client, n: int, *, smallest: int, largest: int | None = None,
+            multiple: int = 1) -> list[tuple[int, int]]:
+    """``(lo, hi)`` ranges of about equal size covering ``range(n)``: one per worker thread
+    of the cluster when each then has at least ``smallest`` elements, more when blocks would
+    exceed ``largest``; sizes are multiples of ``multiple`` (the last block excepted)."""
+    threads = sum(client.nthreads().values()) or 1
+    n_blocks = max(1, min(threads, n // max(smallest, 1)))
+    if largest is not None:
+        n_blocks = max(n_blocks, -(-n // largest))
+    size = -(-n // n_blocks)
+    size = max(multiple, -(-size // multiple) * multiple)
+    return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
+
+
+def _workers(client) -> list:
+    """The cluster's worker addresses, in a fixed order (``[None]`` when there are none, so
+    that tasks still queue until a worker comes)."""
+    return sorted(client.ncores()) or [None]
+
+
+def _submit_blocks(client, function, blocks, *, key, workers, **kwargs) -> list:
+    """``function(*block)`` for each block's arguments, block ``j`` placed first on the
+    ``j % n``-th of ``workers`` (so that blocks spread even when they share a held input)
+    and free to move if that worker is lost; ``[None]`` leaves the choice to the
+    scheduler."""
+    import dask.config
+
+    futures = []
+    # a block's arrays go inside its task on purpose, so that the scheduler can run it again
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1TB"}):
+        for j, args in enumerate(blocks):
+            worker = workers[j % len(workers)]
+            place = {} if worker is None else {"workers": [worker],
+                                                "allow_other_workers": True}
+            futures.append(client.submit(function, *args, key=f"{key}-b{j}", **place,
+                                         **kwargs))
+    return futures
+
+
+def _hold(value):
+    """A value held on a worker, as the result of the task that carried it."""
+    return value
+
+
+def _nbytes(value) -> int:
+    from dask.sizeof import sizeof
+
+    return int(sizeof(value))
+
+
+# ------------------------------------------------- retrieval and the rolling evaluation
+
+def _recommender_to_ship(recommender, exclude_seen: bool):
+    """The recommender as its blocks need it: without the seen items unless they are
+    excluded (they serve only ``exclude_seen``, and take 8 bytes per (user, item) pair)."""
+    if exclude_seen or not hasattr(recommender, "seen_items_"):
+        return recommender
+    shipped = copy.copy(recommender)
+    shipped.seen_items_ = SeenItems()
+    return shipped
+
+
+def _hold_recommender(recommender):
+    """A recommender held on a worker: one thread per block, the worker's threads running
+    blocks side by side (a copy, since a cluster of threads hands the client's object)."""
+    if hasattr(recommender, "n_jobs"):
+        recommender = copy.copy(recommender)
+        recommender.n_jobs = 1
+    return recommender
+
+
+def _map_recommender(client, recommender, function, blocks, *, exclude_seen: bool,
+                     name: str, what: str) -> list:
+    """``function(recommender, *block)`` for each block on the cluster, in order.
+
+    The recommender travels once, inside a task of its own that the blocks take as an input
+    (the scheduler keeps that task and runs it again if its worker is lost); a worker
+    running a block fetches it once from a worker that has it.
+    """
+    tag = uuid4().hex[:10]
+    shipped = _recommender_to_ship(recommender, exclude_seen)
+    held = _submit_blocks(client, _hold_recommender, [(shipped,)],
+                          key=f"micro-recommender-{tag}", workers=[None])[0]
+    futures = _submit_blocks(client, function, [(held, *args) for args in blocks],
+                             key=f"micro-{name}-{tag}", workers=_workers(client))
+    try:
+        with _off_worker_thread():
+            results = _gather(client, futures, sweep_timeout(), "The rolling evaluation"
+                              if name == "score" else "recommend_on_cluster", what, "blocks")
+    finally:
+        client.cancel([*futures, held])
+    if logger.isEnabledFor(logging.DEBUG):
+        held_bytes = len(pickle.dumps(shipped, protocol=5))
+        sent = sum(_nbytes(args) for args in blocks)
+        received = sum(_nbytes(r) for r in results)
+        logger.debug("%s: recommender held: %d bytes; %d blocks: %d bytes to the workers, "
+                     "%d bytes back", what, held_bytes, len(blocks), sent, received,
+                     extra={"dask_work": name, "held_bytes": held_bytes, "sent_bytes": sent,
+                            "received_bytes": received})
+    return results
+
+
+def _recommend_block(recommender, users, m, exclude_seen):
+    return recommender.recommend(users, m, exclude_seen=exclude_seen)
+
+
+def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool = False,
+                         client=None, max_users: int = 1 << 14):
+    """``recommender.recommend(users, m)`` by blocks of users on a Dask cluster's workers.
+
+    Parameters
+    ----------
+    recommender : fitted recommender
+        Any recommender of the package (it travels once, pickled, in a task of its own).
+    users : array-like of shape (n_users,)
+        External user ids.
+    m : int, default=100
+        Items per user.
+    exclude_seen : bool, default=False
+        As in ``recommend``; without it the seen items stay with the client.
+    client : distributed.Client, optional
+        By default the client of joblib's active Dask backend.
+    max_users : int, default=16384
+        The most users of a block.
+
+    Returns
+    -------
+    items, scores : ndarray of shape (n_users, m)
+        What ``recommender.recommend(users, m, exclude_seen=exclude_seen)`` returns.
+    """
+    client = client if client is not None else active_client()
+    if client is None:
+        raise ValueError("recommend_on_cluster needs a Dask client: give client= or call it "
+                         "inside joblib.parallel_config(backend='dask'); got neither.")
+    users = np.asarray(users)
+    # validates m and exclude_seen here, not on a worker
+    empty = recommender.recommend(users.reshape(-1)[:0], m, exclude_seen=exclude_seen)
+    if users.ndim == 0:
+        users = users.reshape(1)
+    if users.ndim != 1:
+        raise ValueError(f"users must be a 1-D array of user ids; got shape {users.shape}.")
+    if users.size == 0:
+        return empty
+    blocks = [(users[lo:hi], m, exclude_seen)
+              for lo, hi in _blocks(client, users.shape[0], smallest=_MIN_BLOCK_USERS,
+                                    largest=max_users)]
+    results = _map_recommender(client, recommender, _recommend_block, blocks,
+                               exclude_seen=exclude_seen, name="recommend",
+                               what=f"recommend of {users.shape[0]} users")
+    return (np.concatenate([items for items, _ in results]),
+            np.concatenate([scores for _, scores in results]))
+
+
+def _score_block(recommender, users, items, relevant_indptr, relevant, ks, exclude_seen,
+                 score_block):
+    return score_block(recommender, users, items, relevant_indptr.astype(np.int64),
+                       relevant.astype(np.int64), ks, exclude_seen)
+
+
+def score_chunk_on_cluster(client, recommender, users, items, relevant_indptr, relevant, ks,
+                           exclude_seen, score_block, *, chunk, max_users):
+    """The metrics of a test chunk's users, scored by blocks of users on the workers.
+
+    ``score_block(recommender, users, items, relevant_indptr, relevant, ks, exclude_seen)``
+    is the threaded path's function for one block (`sklearn_micro.model_selection`):
+    ``relevant`` are the users' relevant items as positions in the sorted ``items``. A
+    block travels with its users, their relevant items renumbered among the block's own
+    (so only the block's items travel, not the chunk's) and returns its users' metrics,
+    never its top-m lists: the same numbers the threads compute, since the metrics
+    compare positions only for equality and order.
+
+    Returns
+    -------
+    scores : dict of str to ndarray
+        Each metric of each user, in the order of ``users``.
+    """
+    blocks = []
+    for lo, hi in _blocks(client, users.shape[0], smallest=_MIN_BLOCK_USERS,
+                          largest=max_users):
+        rows = relevant[relevant_indptr[lo]:relevant_indptr[hi]]
+        used, local = np.unique(rows, return_inverse=True)
+        blocks.append((users[lo:hi], items[used],
+                       _narrow(relevant_indptr[lo:hi + 1] - relevant_indptr[lo]),
+                       _narrow(local.ravel()), ks, exclude_seen, score_block))
+    results = _map_recommender(client, recommender, _score_block, blocks,
+                               exclude_seen=exclude_seen, name="score",
+                               what=f"chunk {chunk}'s {users.shape[0]} users")
+    return {name: np.concatenate([r[name] for r in results]) for name in results[0]}
+
+
+# ------------------------------------------------------ k-means: the assignment step
+
+def _hold_centroids(centers, groups):
+    return centers, groups
+
+
+def _assign_held_rows(X, centroids, rows, block_rows, assign_bounded):
+    """The bounded assignment of ``X``'s ``rows`` (all if None) on a worker: their best
+    centroids (narrowed), similarities to them and per-group bounds."""
+    centers, groups = centroids
+    if rows is not None:
+        X = X[rows.astype(np.intp)]
+    n = X.shape[0]
+    labels = np.zeros(n, np.int32)
+    lower = np.empty(n)
+    upper = np.empty((n, groups.n_groups), X.dtype)
+    assign_bounded(X, None, centers, groups, block_rows, labels, lower, upper)
+    return _narrow(labels), lower, upper
+
+
+class ClusterAssignment:
+    """The rows of a spherical k-means run held on a cluster's workers by blocks; calling
+    it runs one assignment step there, with the arguments of ``assign_bounded``.
+
+    The rows travel once, inside a task per block (nothing is scattered: a lost worker's
+    blocks are carried again from the task graph). Every call ships the centroids once,
+    in a task the blocks take as an input, and each block the positions of its rows to
+    reassign; a block returns their labels, similarities and bounds. The workers drop the
+    rows when the object is dropped (Dask releases what no client holds).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    X : ndarray of shape (n_rows, n_features)
+        Unit rows.
+    assign_bounded : callable
+        ``sklearn_micro.cluster._assign_bounded``, run on each block.
+    """
+
+    def __init__(self, client, X, assign_bounded):
+        self.client = client
+        self.assign_bounded = assign_bounded
+        self.shape = X.shape
+        self.tag = uuid4().hex[:10]
+        self.n_calls = 0
+        self.workers = _workers(client)
+        self.blocks = _blocks(client, X.shape[0], smallest=_MIN_BLOCK_ROWS,
+                              largest=max(1, _BLOCK_BYTES // max(X[:1].nbytes, 1)))
+        self.held = _submit_blocks(client, _hold, [(X[lo:hi],) for lo, hi in self.blocks],
+                                   key=f"micro-kmeans-rows-{self.tag}", workers=self.workers)
+        logger.debug("k-means: %d blocks of rows held on the cluster: %d bytes",
+                     len(self.blocks), X.nbytes,
+                     extra={"dask_work": "kmeans-rows", "sent_bytes": X.nbytes})
+
+    def __call__(self, X, rows, centers, groups, block_rows, labels, lower, upper) -> int:
+        """Reassign ``rows`` of ``X`` (all if None) as ``assign_bounded`` does; returns how
+        many rows changed cluster."""
+        if X.shape != self.shape:
+            raise ValueError(f"X must be the {self.shape} rows held on the cluster; got "
+                             f"shape {X.shape}.")
+        call = self.n_calls
+        self.n_calls += 1
+        if rows is not None and rows.shape[0] > 1 and (rows[1:] < rows[:-1]).any():
+            rows = np.sort(rows)
+        bounds = np.array([lo for lo, _ in self.blocks] + [self.shape[0]])
+        cut = None if rows is None else np.searchsorted(rows, bounds)
+        targets, inputs = [], []
+        for b, (lo, hi) in enumerate(self.blocks):
+            if rows is None:
+                targets.append(slice(lo, hi))
+                inputs.append((b, None))
+            elif cut[b + 1] > cut[b]:
+                targets.append(rows[cut[b]:cut[b + 1]])
+                inputs.append((b, _narrow(targets[-1] - lo)))
+        if not inputs:
+            return 0
+        centroids = _submit_blocks(self.client, _hold_centroids, [(centers, groups)],
+                                   key=f"micro-kmeans-centroids-{self.tag}-i{call}",
+                                   workers=[None])[0]
+        futures = _submit_blocks(
+            self.client, _assign_held_rows,
+            [(self.held[b], centroids, local, block_rows, self.assign_bounded)
+             for b, local in inputs], key=f"micro-kmeans-assign-{self.tag}-i{call}",
+            workers=[self.workers[b % len(self.workers)] for b, _ in inputs])
+        try:
+            with _off_worker_thread():
+                results = _gather(self.client, futures, sweep_timeout(), "SphericalKMeans",
+                                  f"the assignment step of iteration {call}", "blocks")
+        finally:
+            self.client.cancel([*futures, centroids])
+        changed = 0
+        for target, (new, best, group_best) in zip(targets, results, strict=True):
+            new = new.astype(np.int32)
+            changed += int(np.count_nonzero(new != labels[target]))
+            labels[target] = new
+            lower[target] = best
+            upper[target] = group_best
+        if logger.isEnabledFor(logging.DEBUG):
+            sent = centers.nbytes + _nbytes(groups) + sum(
+                0 if local is None else local.nbytes for _, local in inputs)
+            received = sum(_nbytes(r) for r in results)
+            logger.debug("k-means iteration %d: %d blocks, %d bytes to the workers, %d bytes "
+                         "back", call, len(inputs), sent, received,
+                         extra={"dask_work": "kmeans-assign", "sent_bytes": sent,
+                                "received_bytes": received})
+        return changed
+
+
+def _assign_rows(X, centers, block_rows, assign_all):
+    labels = np.empty(X.shape[0], np.int32)
+    best = np.empty(X.shape[0])
+    assign_all(X, centers, block_rows, labels, best)
+    return _narrow(labels), best
+
+
+def assign_all_on_cluster(client, X, centers, block_rows, labels, best, assign_all,
+                          progress=None) -> None:
+    """``assign_all(X, centers, block_rows, labels, best)`` by blocks of rows on the
+    workers: each block travels inside its task, the centroids once in a task the blocks
+    share. Blocks are multiples of ``block_rows`` rows, so each row is computed in the same
+    block of ``block_rows`` as on the client."""
+    tag = uuid4().hex[:10]
+    blocks = _blocks(client, X.shape[0], smallest=_MIN_BLOCK_ROWS,
+                     largest=max(1, _BLOCK_BYTES // max(X[:1].nbytes, 1)), multiple=block_rows)
+    held = _submit_blocks(client, _hold, [(centers,)], key=f"micro-kmeans-centroids-{tag}",
+                          workers=[None])[0]
+    futures = _submit_blocks(client, _assign_rows,
+                             [(X[lo:hi], held, block_rows, assign_all) for lo, hi in blocks],
+                             key=f"micro-kmeans-labels-{tag}", workers=_workers(client))
+    try:
+        with _off_worker_thread():
+            results = _gather(client, futures, sweep_timeout(), "SphericalKMeans",
+                              f"the labels of {X.shape[0]} rows", "blocks")
+    finally:
+        client.cancel([*futures, held])
+    for (lo, hi), (new, similarity) in zip(blocks, results, strict=True):
+        labels[lo:hi] = new
+        best[lo:hi] = similarity
+        if progress is not None:
+            progress.update(hi - lo)
+    logger.debug("k-means labels of %d rows: %d blocks, %d bytes to the workers", X.shape[0],
+                 len(blocks), X.nbytes + centers.nbytes,
+                 extra={"dask_work": "kmeans-labels", "sent_bytes": X.nbytes + centers.nbytes})

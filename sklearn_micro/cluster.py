@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from ._dask import ClusterAssignment, active_client, assign_all_on_cluster
 from ._kernels.kmeans import (
     best_rows,
     best_rows_grouped,
@@ -150,6 +151,14 @@ def _assign_bounded(X, rows, centers, groups, block_rows, labels, lower, upper) 
     return changed
 
 
+def _assignment(X):
+    """The assignment step on ``X``: `_assign_bounded` here, or inside joblib's Dask backend
+    the same function by blocks of rows held on the cluster's workers (`sklearn_micro._dask`),
+    called with the same arguments."""
+    client = active_client()
+    return _assign_bounded if client is None else ClusterAssignment(client, X, _assign_bounded)
+
+
 def _inertia(X, centers, labels) -> float:
     own = np.empty(X.shape[0])
     own_similarity(X, centers, labels, own)
@@ -225,7 +234,8 @@ def _spherical_kmeans_single(X, centers, nonzero, *, max_iter, tol, block_rows, 
     lower = np.empty(n)
     upper = np.empty((n, groups.n_groups), dtype=X.dtype)
     stale = np.empty(n, np.int64)
-    _assign_bounded(X, None, centers, groups, block_rows, labels, lower, upper)
+    assign = _assignment(X)
+    assign(X, None, centers, groups, block_rows, labels, lower, upper)
     if verbose > 1:
         print("Initialization complete")
 
@@ -249,9 +259,7 @@ def _spherical_kmeans_single(X, centers, nonzero, *, max_iter, tol, block_rows, 
         centers = new_centers
 
         m = update_bounds(X, centers, labels, lower, upper, shift, groups.group, stale)
-        changed = _assign_bounded(
-            X, stale[:m], centers, groups, block_rows, labels, lower, upper
-        )
+        changed = assign(X, stale[:m], centers, groups, block_rows, labels, lower, upper)
         n_iter = it + 1
         progress.update(1)
         progress.set_postfix(moved=changed, recomputed=m, refresh=False)
@@ -557,10 +565,14 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
             unit_scale=True,
             disable=not progress,
         )
+        centers = self.cluster_centers_.astype(X.dtype)
+        client = active_client()
         with bar:
-            _assign_all(
-                X, self.cluster_centers_.astype(X.dtype), block_rows, labels, similarity, bar
-            )
+            if client is not None:
+                assign_all_on_cluster(client, X, centers, block_rows, labels, similarity,
+                                      _assign_all, bar)
+            else:
+                _assign_all(X, centers, block_rows, labels, similarity, bar)
         return labels, similarity
 
     def predict(self, X) -> np.ndarray:

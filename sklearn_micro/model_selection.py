@@ -16,6 +16,7 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
+from ._dask import active_client, score_chunk_on_cluster
 from ._log import EmbeddedLog, EngagementLog, check_log, iter_chunks
 from .base import unique_pairs
 from .metrics import METRICS, _metrics_of_codes
@@ -222,7 +223,8 @@ def _is_warm(recommender, users: np.ndarray) -> np.ndarray:
 
 
 def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen: bool):
-    """Users, warmth, relevant counts and metrics of one test chunk."""
+    """Users, warmth, relevant counts and metrics of one test chunk; the users are scored
+    by blocks on the workers inside joblib's Dask backend (`sklearn_micro._dask`)."""
     users, user_code = np.unique(log.user, return_inverse=True)
     items, item_code = np.unique(log.item, return_inverse=True)
     u, i = unique_pairs(user_code.ravel(), item_code.ravel())
@@ -230,20 +232,31 @@ def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen:
     indptr = np.zeros(users.shape[0] + 1, np.int64)
     np.cumsum(n_relevant, out=indptr[1:])
     warm = _is_warm(recommender, users)
-    m = int(ks[-1])
+    client = active_client()
+    if client is not None:
+        scores = score_chunk_on_cluster(client, recommender, users, items, indptr, i, ks,
+                                        exclude_seen, _block_scores, chunk=int(log.chunk[0]),
+                                        max_users=_USER_BLOCK)
+        return users, warm, n_relevant, scores
     parts: dict[str, list] = {}
     for lo in range(0, users.shape[0], _USER_BLOCK):
         hi = min(users.shape[0], lo + _USER_BLOCK)
-        rec_items, rec_scores = recommender.recommend(users[lo:hi], m, exclude_seen=exclude_seen)
-        pos = np.minimum(np.searchsorted(items, rec_items), items.shape[0] - 1)
-        found = (items[pos] == rec_items) & np.isfinite(rec_scores)
-        codes = np.where(found, pos, -1).astype(np.int64)
-        block_indptr = indptr[lo : hi + 1] - indptr[lo]
-        rel = i[indptr[lo] : indptr[hi]].astype(np.int64)
-        for name, value in _metrics_of_codes(codes, block_indptr, rel, ks).items():
+        block = _block_scores(recommender, users[lo:hi], items, indptr[lo : hi + 1] - indptr[lo],
+                              i[indptr[lo] : indptr[hi]].astype(np.int64), ks, exclude_seen)
+        for name, value in block.items():
             parts.setdefault(name, []).append(value)
     scores = {name: np.concatenate(values) for name, values in parts.items()}
     return users, warm, n_relevant, scores
+
+
+def _block_scores(recommender, users, items, relevant_indptr, relevant, ks, exclude_seen):
+    """The metrics of a block of users: their top ``max(ks)`` against their relevant items,
+    given as positions in the sorted ``items``."""
+    rec_items, rec_scores = recommender.recommend(users, int(ks[-1]), exclude_seen=exclude_seen)
+    pos = np.minimum(np.searchsorted(items, rec_items), items.shape[0] - 1)
+    found = (items[pos] == rec_items) & np.isfinite(rec_scores)
+    codes = np.where(found, pos, -1).astype(np.int64)
+    return _metrics_of_codes(codes, relevant_indptr, relevant, ks)
 
 
 def rolling_evaluate(

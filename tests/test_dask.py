@@ -1,8 +1,10 @@
-"""MiCRO's sampler on a Dask cluster of worker processes, through joblib's Dask backend.
+"""MiCRO on a Dask cluster of worker processes, through joblib's Dask backend: the sampler,
+retrieval and the rolling evaluation, and the assignment step of spherical k-means.
 
 One `LocalCluster` of two single-threaded worker processes serves the whole module. A chain
 on the cluster equals the chain on threads with as many partitions, bit for bit, so the
-tests compare whole model states, and recall@100 besides.
+tests compare whole model states, and recall@100 besides; retrieval, the evaluation's
+metrics and k-means' labels on the cluster equal the local ones exactly.
 """
 
 import logging
@@ -24,12 +26,22 @@ from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from test_micro import _canonical, _generated, _layout_of, _recount, state  # noqa: E402
 
-from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans  # noqa: E402
-from sklearn_micro._dask import resolve_n_jobs  # noqa: E402
+from sklearn_micro import (  # noqa: E402
+    GraphEmbedder,
+    MiCRO,
+    PopularityRecommender,
+    SphericalKMeans,
+)
+from sklearn_micro._dask import recommend_on_cluster, resolve_n_jobs  # noqa: E402
 from sklearn_micro._gibbs import run_chain  # noqa: E402
+from sklearn_micro._log import check_log  # noqa: E402
 from sklearn_micro.datasets import make_engagements  # noqa: E402
 from sklearn_micro.metrics import ranking_metrics  # noqa: E402
-from sklearn_micro.model_selection import ChunkSplit, make_rolling_scorer  # noqa: E402
+from sklearn_micro.model_selection import (  # noqa: E402
+    ChunkSplit,
+    make_rolling_scorer,
+    rolling_evaluate,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +57,21 @@ def generated():
 
 
 class SweepLog(logging.Handler):
-    """The bytes each sweep shipped, from the DEBUG records of `sklearn_micro._dask`."""
+    """The bytes each sweep, evaluated chunk and k-means iteration shipped, from the
+    DEBUG records of `sklearn_micro._dask`."""
 
     def __init__(self):
         super().__init__(logging.DEBUG)
-        self.sweeps = []
+        self.sweeps, self.blocks, self.kmeans = [], [], []
 
     def emit(self, record):
         if hasattr(record, "bytes_received"):
             self.sweeps.append((record.bytes_sent, record.bytes_received))
+        work = getattr(record, "dask_work", None)
+        if work == "score":
+            self.blocks.append((record.sent_bytes, record.received_bytes))
+        elif work == "kmeans-assign":
+            self.kmeans.append((record.sent_bytes, record.received_bytes))
 
 
 @pytest.fixture
@@ -239,3 +257,136 @@ def test_fixed_embedder_pipeline_runs_on_the_cluster(client):
         pipe[-1].partial_fit(X_next)
     items, _ = pipe[-1].recommend(X_next.user.unique(), m=5)
     assert items.shape[1] == 5
+
+
+# ------------------------------------------------ retrieval and the rolling evaluation
+
+@pytest.fixture(scope="module")
+def fitted(generated):
+    """MiCRO fitted on the training chunks, and the two chunks after them as one test log."""
+    train, interests, chunk, nxt = generated
+    model = MiCRO(random_state=3, n_jobs=2, max_sweeps=8).fit(train, item_interest=interests)
+    test = check_log(np.column_stack([np.concatenate([c.user, c.item, c.chunk])
+                                      .reshape(3, -1) for c in (chunk, nxt)]).T)
+    return model, test
+
+
+def _evaluate(model, test, **kwargs):
+    return rolling_evaluate(model, test, m_values=(10, 100), **kwargs)
+
+
+def _keys(tasks) -> list[str]:
+    return [str(task["key"]) for task in tasks.data]
+
+
+@pytest.mark.parametrize("exclude_seen", [False, True])
+def test_recommend_by_blocks_on_the_cluster_equals_local(client, fitted, exclude_seen):
+    model, test = fitted
+    users = np.unique(test.user)[::-1]  # any order, unseen users included
+    local = model.recommend(users, 100, exclude_seen=exclude_seen)
+    with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
+        remote = recommend_on_cluster(model, users, 100, exclude_seen=exclude_seen)
+    assert sum(key.startswith("micro-recommend-") for key in _keys(tasks)) == 2
+    np.testing.assert_array_equal(remote[0], local[0])
+    np.testing.assert_array_equal(remote[1], local[1])
+
+
+def test_recommend_on_the_cluster_checks_its_arguments_on_the_client(client, fitted):
+    model, _ = fitted
+    with pytest.raises(ValueError, match="m must be an integer >= 1"):
+        recommend_on_cluster(model, [1, 2], 0, client=client)
+    with pytest.raises(ValueError, match="needs a Dask client"):
+        recommend_on_cluster(model, [1, 2], 5)
+    items, scores = recommend_on_cluster(model, [], 5, client=client)
+    assert items.shape == scores.shape == (0, 5)
+
+
+def test_baseline_recommends_by_blocks_on_the_cluster(client, generated):
+    train, _, chunk, _ = generated
+    model = PopularityRecommender(window=2).fit(train)
+    users = np.unique(chunk.user)
+    local = model.recommend(users, 50, exclude_seen=True)
+    remote = recommend_on_cluster(model, users, 50, exclude_seen=True, client=client)
+    np.testing.assert_array_equal(remote[0], local[0])
+    np.testing.assert_array_equal(remote[1], local[1])
+
+
+def test_rolling_evaluation_on_the_cluster_equals_local(client, fitted, sweep_log):
+    """Each chunk's users are scored by blocks on the workers, which return metrics, not
+    top-m lists: every (user, chunk) point equals the threaded evaluation's."""
+    model, test = fitted
+    local = _evaluate(model, test)
+    with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
+        remote = _evaluate(model, test)
+    keys = _keys(tasks)
+    assert sum(key.startswith("micro-score-") for key in keys) == 4  # 2 chunks x 2 blocks
+    assert sum(key.startswith("micro-recommender-") for key in keys) == 2  # once per chunk
+    assert remote.points.equals(local.points)
+    assert remote.per_user().equals(local.per_user())
+    assert remote.per_chunk().equals(local.per_chunk())
+    n_points = len(local)
+    assert len(sweep_log.blocks) == 2
+    assert sum(received for _, received in sweep_log.blocks) <= 8 * 6 * n_points * 1.1
+
+
+def test_a_worker_killed_during_the_evaluation_changes_nothing(client, fitted, tmp_path):
+    """The worker scoring the second block of the first test chunk is killed as it starts:
+    the scheduler runs the block (and, if that worker held it, the recommender's task)
+    again, and the report equals an uninterrupted one."""
+    model, test = fitted
+    local = _evaluate(model, test)
+    marker = tmp_path / "killed"
+    pids = set(client.run(os.getpid).values())
+    client.register_plugin(KillOnce(r"^micro-score-.*-b1$", str(marker)), name="kill-score")
+    try:
+        with joblib.parallel_config(backend="dask"):
+            remote = _evaluate(model, test)
+    finally:
+        client.unregister_worker_plugin("kill-score")
+    assert marker.exists(), "no worker was killed"
+    client.wait_for_workers(2, timeout=60)
+    assert set(client.run(os.getpid).values()) != pids
+    assert remote.points.equals(local.points)
+
+
+def test_an_evaluation_that_cannot_finish_times_out(client, fitted):
+    model, test = fitted
+    busy = Event("test-dask-busy-evaluation")
+    blockers = [client.submit(busy.wait, 60, workers=[worker], pure=False)
+                for worker in client.ncores()]
+    try:
+        with dask.config.set({"sklearn_micro.sweep_timeout": "1s"}), \
+                joblib.parallel_config(backend="dask"), \
+                pytest.raises(TimeoutError, match="rolling evaluation waited .* chunk 4"):
+            _evaluate(model, test)
+    finally:
+        busy.set()
+        client.gather(blockers)
+
+
+# ------------------------------------------------------------------ spherical k-means
+
+def test_kmeans_assignment_on_the_cluster_equals_local(client, sweep_log):
+    rng = np.random.default_rng(0)
+    centers = rng.standard_normal((30, 16))
+    X = (centers[rng.integers(0, 30, 5000)] + rng.standard_normal((5000, 16))).astype(
+        np.float32)
+    params = dict(n_clusters=30, random_state=0, max_iter=15)
+    local = SphericalKMeans(**params).fit(X)
+    sampled = SphericalKMeans(**params, max_fit_samples=2000).fit(X)
+    with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
+        remote = SphericalKMeans(**params).fit(X)
+        remote_sampled = SphericalKMeans(**params, max_fit_samples=2000).fit(X)
+        predicted = remote.predict(X[::-1])
+    keys = _keys(tasks)
+    assert sum(key.startswith("micro-kmeans-rows-") for key in keys) == 3  # 2 + 1 blocks
+    assert sum(key.startswith("micro-kmeans-centroids-") for key in keys) == \
+        sum(1 + model.n_iter_ for model in (remote, remote_sampled)) + 2  # + the labels'
+    assert any(key.startswith("micro-kmeans-labels-") for key in keys)
+    for a, b in ((remote, local), (remote_sampled, sampled)):
+        np.testing.assert_array_equal(a.labels_, b.labels_)
+        np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+        assert a.n_iter_ == b.n_iter_ and a.inertia_ == b.inertia_
+    np.testing.assert_array_equal(predicted, local.labels_[::-1])
+    # per iteration: the centroids and the rows to reassign, never the rows themselves
+    assert max(sent for sent, _ in sweep_log.kmeans) < X.nbytes
