@@ -215,6 +215,12 @@ class RecommenderMixin:
         ------
         NotFittedError
             Before ``fit``.
+
+        Notes
+        -----
+        Inside ``joblib.parallel_config(backend="dask")`` with a ``distributed`` client,
+        the users are ranked by blocks on the cluster's workers, with the same answer
+        (`sklearn_micro._dask.recommend_on_cluster`).
         ValueError
             If ``m`` is out of range, ``users`` is not 1-D, or holds ids of another kind
             than those seen in ``fit`` (or of mixed kinds).
@@ -238,6 +244,12 @@ class RecommenderMixin:
             raise ValueError(f"users must be a 1-D array of user ids; got shape {users.shape}.")
         if users.size == 0:
             return self._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
+        from ._dask import active_client, recommend_on_cluster
+
+        client = active_client()
+        if client is not None:
+            return recommend_on_cluster(self, users, m, exclude_seen=exclude_seen,
+                                        client=client)
         user_index = self.user_ids_.lookup(users, name="users")
         if exclude_seen:
             seen = self.seen_items_.csr(user_index)

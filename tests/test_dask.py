@@ -285,7 +285,7 @@ def test_recommend_by_blocks_on_the_cluster_equals_local(client, fitted, exclude
     users = np.unique(test.user)[::-1]  # any order, unseen users included
     local = model.recommend(users, 100, exclude_seen=exclude_seen)
     with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
-        remote = recommend_on_cluster(model, users, 100, exclude_seen=exclude_seen)
+        remote = model.recommend(users, 100, exclude_seen=exclude_seen)
     assert sum(key.startswith("micro-recommend-") for key in _keys(tasks)) == 2
     np.testing.assert_array_equal(remote[0], local[0])
     np.testing.assert_array_equal(remote[1], local[1])
