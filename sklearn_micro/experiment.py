@@ -42,8 +42,8 @@ METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS")
 BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
 
 # a test chunk's state is saved when the work since the last save is at least this many
-# times what the last save cost, which keeps checkpoints under 1/10 of the evaluation
-_CHECKPOINT_RATIO = 10.0
+# times what the last save cost, which keeps checkpoints under 1/20 of the evaluation
+_CHECKPOINT_RATIO = 20.0
 
 
 # ------------------------------------------------------------------------------- the log
