@@ -73,6 +73,7 @@ class _Users:
     theta: np.ndarray
     cum: np.ndarray  # cumulative theta within the row, for inverse-CDF draws
     max_size: int
+    key: np.ndarray | None = None  # row + cum, sorted: one search draws for many users
 
 
 def _draw_supports(rng, sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -85,8 +86,10 @@ def _draw_supports(rng, sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return np.minimum(np.searchsorted(cum, rng.random(n), side="right"), n_interests - 1)
 
     interest = draw(rows.shape[0])
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    check = np.arange(rows.shape[0])  # the entries of the rows that may repeat an interest
     for attempt in range(101):
-        order = np.lexsort((interest, rows))
+        order = check[np.lexsort((interest[check], rows[check]))]
         a, r = interest[order], rows[order]
         same = (a[1:] == a[:-1]) & (r[1:] == r[:-1])
         if not same.any():
@@ -94,8 +97,11 @@ def _draw_supports(rng, sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
         redo = order[1:][same]
         if attempt < 100:
             interest[redo] = draw(redo.shape[0])
+            again = np.unique(rows[redo])
+            check = np.repeat(indptr[again], sizes[again]) + (
+                np.arange(int(sizes[again].sum()))
+                - np.repeat(np.cumsum(sizes[again]) - sizes[again], sizes[again]))
         else:
-            indptr = np.concatenate([[0], np.cumsum(sizes)])
             for u in np.unique(rows[redo]):
                 interest[indptr[u] : indptr[u + 1]] = rng.choice(
                     n_interests, size=sizes[u], replace=False, p=weights / weights.sum()
@@ -139,8 +145,10 @@ def _draw_interests(rng, users: _Users, who: np.ndarray) -> np.ndarray:
     last = users.indptr[who + 1] - 1
     u = rng.random(who.shape[0])
     if users.max_size > 8:
-        key = np.repeat(np.arange(users.degree.shape[0]), np.diff(users.indptr)) + users.cum
-        pos = np.clip(np.searchsorted(key, who + u, side="right"), lo, last)
+        if users.key is None:
+            users.key = np.repeat(np.arange(users.degree.shape[0]),
+                                  np.diff(users.indptr)) + users.cum
+        pos = np.clip(np.searchsorted(users.key, who + u, side="right"), lo, last)
         return users.interest[pos]
     pos = lo.copy()
     for j in range(users.max_size - 1):
