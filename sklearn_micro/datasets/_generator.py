@@ -87,7 +87,7 @@ def _draw_supports(rng, sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
     interest = draw(rows.shape[0])
     indptr = np.concatenate([[0], np.cumsum(sizes)])
-    check = np.arange(rows.shape[0])  # the entries of the rows that may repeat an interest
+    check = np.arange(rows.shape[0])
     for attempt in range(101):
         order = check[np.lexsort((interest[check], rows[check]))]
         a, r = interest[order], rows[order]
@@ -97,10 +97,10 @@ def _draw_supports(rng, sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
         redo = order[1:][same]
         if attempt < 100:
             interest[redo] = draw(redo.shape[0])
-            again = np.unique(rows[redo])
-            check = np.repeat(indptr[again], sizes[again]) + (
-                np.arange(int(sizes[again].sum()))
-                - np.repeat(np.cumsum(sizes[again]) - sizes[again], sizes[again]))
+            again = np.unique(rows[redo])  # check only these rows' entries next time
+            first = np.repeat(indptr[again], sizes[again])
+            ends = np.cumsum(sizes[again])
+            check = first + np.arange(ends[-1]) - np.repeat(ends - sizes[again], sizes[again])
         else:
             for u in np.unique(rows[redo]):
                 interest[indptr[u] : indptr[u + 1]] = rng.choice(
