@@ -3,9 +3,12 @@
 TwitterFaveGraph has 283M engagements of 6.7M users with 13M Tweets in 192 chunks; user
 degrees run from 1 to 100, item degrees from 5 to 280k. This script draws a log with the
 same proportions at ``--scale`` (1/100 by default: 2.83M engagements, 67k users, 130k items,
-192 chunks), prints its degree, lifetime and per-chunk statistics beside the paper's, then
-the time and peak memory of `make_engagements` (the whole log) and `iter_engagements` (one
-chunk at a time) per million engagements.
+192 chunks) and the shape of `sklearn-micro reproduce`'s log (users of several interests,
+items of lasting, skewed appeal: ``interests_per_user``, ``item_lifetime`` and
+``item_appeal`` of ``sklearn_micro.cli.DEFAULT_LOG``), prints its degree, lifetime, interest
+and per-chunk statistics beside the paper's, then the same statistics for the reproduce
+log itself, then the time and peak memory of `make_engagements` (the whole log) and
+`iter_engagements` (one chunk at a time) per million engagements.
 
     python benchmarks/generator.py [--scale 0.01] [--interests 100] [--seed 0]
 """
@@ -14,14 +17,20 @@ from __future__ import annotations
 
 import argparse
 import resource
+import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
-from sklearn_micro.datasets import iter_engagements, make_engagements
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sklearn_micro.cli import DEFAULT_LOG  # noqa: E402
+from sklearn_micro.datasets import iter_engagements, make_engagements  # noqa: E402
 
 PAPER = {"engagements": 283_000_000, "users": 6_700_000, "items": 13_000_000, "chunks": 192}
+SHAPE = {k: DEFAULT_LOG[k] for k in ("interests_per_user", "item_lifetime", "item_appeal")}
 
 
 def _stats(values) -> list[str]:
@@ -37,7 +46,73 @@ def _stats(values) -> list[str]:
 
 
 def _row(name, cells, paper=""):
-    print(f"{name:<34}" + "".join(f"{c:>9}" for c in cells) + f"   {paper}")
+    print(f"{name:<42}" + "".join(f"{c:>9}" for c in cells) + f"   {paper}")
+
+
+def _share(x) -> str:
+    return f"{x:.3f}"
+
+
+def describe(log, truth, params) -> None:
+    """Print the log's degree, lifetime, interest and per-chunk statistics beside the
+    paper's."""
+    print("make_engagements(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")\n")
+    n, n_items, n_chunks = len(log), params["n_items"], params["n_chunks"]
+    user_degree = np.bincount(log.user, minlength=params["n_users"])
+    item_degree = np.bincount(log.item, minlength=n_items)
+    planted_life = truth.item_death - truth.item_birth + 1
+    first = np.full(n_items, np.iinfo(np.int64).max)
+    last = np.full(n_items, -1)
+    np.minimum.at(first, log.item, log.chunk)
+    np.maximum.at(last, log.item, log.chunk)
+    seen_life = last - first + 1
+    per_chunk = np.bincount(log.chunk, minlength=n_chunks)
+    active = np.unique(log.user * n_chunks + log.chunk)
+    chunks_per_user = np.bincount(active // n_chunks)
+    distinct = np.unique(log.user * n_items + log.item).size
+    interest_chunk = np.bincount(truth.item_interest[log.item] * n_chunks + log.chunk,
+                                 minlength=params["n_interests"] * n_chunks)
+    born = np.bincount(truth.item_interest * n_chunks + truth.item_birth,
+                       minlength=params["n_interests"] * n_chunks)
+    # each later chunk's distinct (user, item) pairs: new items, items of the chunk before,
+    # and the previous chunk's 100 most engaged items (what Popularity retrieves)
+    new = before = top = pairs = 0
+    for t in range(1, n_chunks):
+        now = log.chunk == t
+        key = np.unique(log.user[now] * n_items + log.item[now])
+        item = key % n_items
+        previous = np.bincount(log.item[log.chunk == t - 1], minlength=n_items)
+        new += np.count_nonzero(first[item] == t)
+        before += np.count_nonzero(previous[item] > 0)
+        top += np.isin(item, np.argsort(-previous, kind="stable")[:100]).sum()
+        pairs += item.shape[0]
+
+    print(f"{n:,} engagements, {np.count_nonzero(user_degree):,} users, "
+          f"{np.count_nonzero(item_degree):,} items, {np.count_nonzero(per_chunk)} chunks; "
+          f"{1 - distinct / n:.1%} repeat a (user, item) pair; "
+          f"{np.mean(user_degree == user_degree.max()):.1%} of users at the largest degree\n")
+    _row("", ["min", "median", "mean", "p90", "p99", "max"], "paper (TwitterFaveGraph)")
+    _row("user degree", _stats(user_degree), "min 1, mean 42.2, max 100")
+    _row("item degree", _stats(item_degree), "min 5, mean 21.8, max 280k")
+    _row("item appeal", [f"{v:.3g}" for v in map(float, _stats(truth.item_appeal))],
+         "(not published)")
+    _row("item lifetime, planted (chunks)", _stats(planted_life), "(not published)")
+    _row("item lifetime, engaged (chunks)", _stats(seen_life))
+    _row("engagements per chunk", _stats(per_chunk), "mean 1.47M")
+    _row("engagements per (interest, chunk)", _stats(interest_chunk), "mean 295 at K = 5,000")
+    _row("new items per (interest, chunk)", _stats(born), "mean 13.5 at K = 5,000")
+    _row("active chunks per user", _stats(chunks_per_user))
+    _row("engagements per active (user, chunk)", _stats(np.bincount(
+        np.searchsorted(active, log.user * n_chunks + log.chunk))), "about 1 (34M test points)")
+    _row("interests per user", _stats(np.diff(truth.user_interests.indptr)), "(not published)")
+    print()
+    _row("largest item degree / engagements", [f"{item_degree.max() / n:.5f}"],
+         "0.00099 (280k / 283M)")
+    _row("pairs of a chunk: item new in it", [_share(new / pairs)], "(not published)")
+    _row("pairs of a chunk: item in chunk before", [_share(before / pairs)],
+         ">= 0.306 (MiCRO's recall@100)")
+    _row("pairs of a chunk: top 100 of chunk before", [_share(top / pairs)],
+         "about 0.101 (Popularity's recall@100)")
 
 
 def main(argv=None):
@@ -52,41 +127,17 @@ def main(argv=None):
         n_chunks=PAPER["chunks"],
         n_interests=args.interests,
         n_engagements=round(PAPER["engagements"] * args.scale),
+        **SHAPE,
         random_state=args.seed,
     )
-    print("make_engagements(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")\n")
-
     start = time.perf_counter()
     log, truth = make_engagements(**params, return_truth=True)
     make_seconds = time.perf_counter() - start
     n = len(log)
-
-    user_degree = np.bincount(log.user, minlength=params["n_users"])
-    item_degree = np.bincount(log.item, minlength=params["n_items"])
-    planted_life = truth.item_death - truth.item_birth + 1
-    first = np.full(params["n_items"], np.iinfo(np.int64).max)
-    last = np.full(params["n_items"], -1)
-    np.minimum.at(first, log.item, log.chunk)
-    np.maximum.at(last, log.item, log.chunk)
-    seen_life = last - first + 1
-    per_chunk = np.bincount(log.chunk, minlength=params["n_chunks"])
-    active = np.unique(log.user * params["n_chunks"] + log.chunk)
-    chunks_per_user = np.bincount(active // params["n_chunks"])
-    distinct = np.unique(log.user * params["n_items"] + log.item).size
-
-    print(f"{n:,} engagements, {np.count_nonzero(user_degree):,} users, "
-          f"{np.count_nonzero(item_degree):,} items, {np.count_nonzero(per_chunk)} chunks; "
-          f"{1 - distinct / n:.1%} repeat a (user, item) pair; "
-          f"{np.mean(user_degree == user_degree.max()):.1%} of users at the largest degree\n")
-    _row("", ["min", "median", "mean", "p90", "p99", "max"], "paper (TwitterFaveGraph)")
-    _row("user degree", _stats(user_degree), "min 1, mean 42.2, max 100")
-    _row("item degree", _stats(item_degree), "min 5, mean 21.8, max 280k")
-    _row("item lifetime, planted (chunks)", _stats(planted_life), "ephemeral Tweets")
-    _row("item lifetime, engaged (chunks)", _stats(seen_life))
-    _row("engagements per chunk", _stats(per_chunk), "mean 1.47M (14.7k at 1/100)")
-    _row("active chunks per user", _stats(chunks_per_user))
-    _row("interests per user", _stats(np.diff(truth.user_interests.indptr)))
-    del log, truth, active
+    describe(log, truth, params)
+    del log, truth
+    print("\nThe log of `sklearn-micro reproduce` (DEFAULT_LOG):\n")
+    describe(*make_engagements(**DEFAULT_LOG, return_truth=True), DEFAULT_LOG)
 
     tracemalloc.start()
     make_engagements(**params)
@@ -112,11 +163,11 @@ def main(argv=None):
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
     per_million = 1e6 / n
     print()
-    print(f"{'':<34}{'seconds':>9}{'s / 1M':>9}{'peak MB':>9}{'MB / 1M':>9}")
-    print(f"{'make_engagements (whole log)':<34}{make_seconds:>9.2f}"
+    print(f"{'':<42}{'seconds':>9}{'s / 1M':>9}{'peak MB':>9}{'MB / 1M':>9}")
+    print(f"{'make_engagements (whole log)':<42}{make_seconds:>9.2f}"
           f"{make_seconds * per_million:>9.2f}{make_peak / 2**20:>9.0f}"
           f"{make_peak / 2**20 * per_million:>9.1f}")
-    print(f"{'iter_engagements (chunk by chunk)':<34}{iter_seconds:>9.2f}"
+    print(f"{'iter_engagements (chunk by chunk)':<42}{iter_seconds:>9.2f}"
           f"{iter_seconds * per_million:>9.2f}{iter_peak / 2**20:>9.0f}"
           f"{iter_peak / 2**20 * per_million:>9.1f}")
     print(f"\nseconds: the better of two runs; peak memory: traced by tracemalloc (the process's "

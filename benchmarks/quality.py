@@ -51,6 +51,7 @@ from sklearn_micro.baselines import (  # noqa: E402
     PopularityRecommender,
     RecentItemsRecommender,
 )
+from sklearn_micro.cli import DEFAULT_LOG  # noqa: E402
 from sklearn_micro.datasets import load_higgs, load_movielens, make_engagements  # noqa: E402
 from sklearn_micro.experiment import split_chunks  # noqa: E402
 
@@ -74,9 +75,8 @@ LOGS = {
     "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400)),
     "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 25,
                          (10, 25, 100)),
-    "generated": LogSpec("generated", lambda: make_engagements(
-        n_users=20000, n_items=40000, n_chunks=16, n_interests=100, n_engagements=500000,
-        random_state=0), 12, 100, (50, 100, 200)),
+    "generated": LogSpec("generated", lambda: make_engagements(**DEFAULT_LOG),
+                         12, 100, (50, 100, 200)),
 }
 
 

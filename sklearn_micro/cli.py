@@ -10,8 +10,12 @@ from pathlib import Path
 
 from . import __version__
 
-DEFAULT_LOG = dict(n_users=20000, n_items=40000, n_chunks=16, n_interests=100,
-                   n_engagements=500000, random_state=0)
+# TwitterFaveGraph at 1/600 (users, items, engagements) in 16 chunks with 100 interests, so
+# that each interest's chunk holds the paper's 295 engagements and 13.5 new items (K = 5,000,
+# 192 chunks); the shape from the paper's figures: docs/datasets.md
+DEFAULT_LOG = dict(n_users=11167, n_items=21667, n_chunks=16, n_interests=100,
+                   n_engagements=471667, interests_per_user=8.0, item_lifetime=2.5,
+                   item_appeal=1.7, random_state=0)
 
 DESCRIPTION = """\
 Run the MiCRO paper's experiment: train on the first chunks of an engagement log, then
@@ -22,8 +26,9 @@ twice: "MiCRO (paper)" is the paper's exact model (MiCRO(personal=0, phi_decay=0
 carried across chunks where the training log says it helps).
 
 With no --data, the log is generated from the paper's generative model with ephemeral
-items (20,000 users, 40,000 items, 16 chunks, 100 planted interests, 500,000 engagements),
-sized to finish in a couple of minutes.
+items, trending items of skewed appeal and users of several interests: TwitterFaveGraph at
+1/600 (11,167 users, 21,667 items, 471,667 engagements) in 16 chunks with 100 planted
+interests, sized to finish in well under a minute.
 """
 
 EPILOG = """\

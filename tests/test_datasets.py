@@ -1,4 +1,4 @@
-"""Readers, loaders and the synthetic generator of sklearn_micro.datasets."""
+"""Readers and loaders of sklearn_micro.datasets (the generator: test_generator.py)."""
 
 import bz2
 import gzip
@@ -7,18 +7,14 @@ import zipfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from sklearn_micro._log import EngagementLog, check_log
 from sklearn_micro.datasets import (
     _files,
     data_home,
-    iter_engagements,
     iter_log_chunks,
     load_higgs,
     load_movielens,
-    make_engagements,
     read_log,
     read_twitter_fave,
     read_twitter_follow,
@@ -256,135 +252,6 @@ def test_missing_optional_dependency_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match=r'pip install "sklearn-micro\[data\]"'):
         read_log(path, as_frame=True)
-
-
-# --------------------------------------------------------------------------------------------
-# The generator
-# --------------------------------------------------------------------------------------------
-
-SMALL = dict(n_users=300, n_items=300, n_chunks=12, n_interests=6, n_engagements=4500)
-
-
-@pytest.fixture(scope="module")
-def drawn():
-    return make_engagements(**SMALL, random_state=3, return_truth=True)
-
-
-def _assert_same(a, b):
-    for c in ("user", "item", "chunk"):
-        np.testing.assert_array_equal(getattr(a, c), getattr(b, c))
-
-
-def test_generator_seeded(drawn):
-    log, _ = drawn
-    _assert_same(log, make_engagements(**SMALL, random_state=3))
-    other = make_engagements(**SMALL, random_state=4)
-    assert len(other) != len(log) or not np.array_equal(other.item, log.item)
-
-
-def test_generator_ids_and_degrees(drawn):
-    log, truth = drawn
-    assert all(a.dtype == np.int64 for a in (log.user, log.item, log.chunk))
-    assert np.all(np.diff(log.chunk) >= 0)
-    user_degree = np.bincount(log.user, minlength=SMALL["n_users"])
-    item_degree = np.bincount(log.item, minlength=SMALL["n_items"])
-    assert user_degree.shape[0] == SMALL["n_users"] and item_degree.shape[0] == SMALL["n_items"]
-    assert user_degree.min() >= 1 and user_degree.max() <= 100
-    np.testing.assert_array_equal(user_degree, truth.user_degree)
-    assert item_degree.min() >= 5
-    assert abs(len(log) / SMALL["n_engagements"] - 1) < 0.15
-    # users are active in several chunks
-    chunks_per_user = np.bincount(np.unique(log.user * 100 + log.chunk) // 100)
-    assert np.median(chunks_per_user[user_degree >= 10]) >= 5
-
-
-def test_generator_items_are_ephemeral(drawn):
-    log, truth = drawn
-    life = truth.item_death - truth.item_birth + 1
-    assert life.min() >= 1 and truth.item_death.max() <= SMALL["n_chunks"] - 1
-    early = truth.item_birth < SMALL["n_chunks"] // 2
-    assert 1.8 < life[early].mean() < 3.3  # geometric, mean 2.5
-    # every engagement's item is alive at its chunk, and is engaged first when it is born
-    assert np.all(truth.item_birth[log.item] <= log.chunk)
-    assert np.all(log.chunk <= truth.item_death[log.item])
-    first = np.full(SMALL["n_items"], SMALL["n_chunks"])
-    np.minimum.at(first, log.item, log.chunk)
-    np.testing.assert_array_equal(first, truth.item_birth)
-    np.testing.assert_array_equal(np.sort(truth.item_birth), truth.item_birth)
-
-
-def test_generator_truth_is_the_model(drawn):
-    log, truth = drawn
-    theta = truth.user_interests
-    assert theta.format == "csr" and theta.shape == (SMALL["n_users"], SMALL["n_interests"])
-    np.testing.assert_allclose(np.asarray(theta.sum(axis=1)).ravel(), 1.0)
-    assert set(np.diff(theta.indptr)) <= {1, 2, 3}
-    assert truth.item_interest.min() >= 0 and truth.item_interest.max() < SMALL["n_interests"]
-    # the interest of each engagement's item is in the user's support
-    in_support = np.asarray(theta[log.user, truth.item_interest[log.item]]).ravel() > 0
-    assert in_support.mean() > 0.99
-
-
-def test_iter_engagements_concatenates_to_make_engagements(drawn):
-    log, _ = drawn
-    chunks = list(iter_engagements(**SMALL, random_state=3))
-    assert all(isinstance(c, EngagementLog) and len(np.unique(c.chunk)) == 1 for c in chunks)
-    joined = EngagementLog(*(np.concatenate([getattr(c, f) for c in chunks])
-                             for f in ("user", "item", "chunk")))
-    _assert_same(joined, log)
-
-
-def test_generator_interest_mean_and_generator_seed():
-    log, truth = make_engagements(200, 100, 5, 8, interests_per_user=2.5, item_lifetime=1,
-                                  random_state=np.random.default_rng(0), return_truth=True)
-    # items live one chunk; in the last chunk an interest's latest item may live on to it
-    lived_on = truth.item_death != truth.item_birth
-    assert np.all(truth.item_death[lived_on] == 4) and lived_on.mean() < 0.1
-    assert np.diff(truth.user_interests.indptr).max() <= 8
-
-
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"n_users": 0}, "'n_users' parameter"),
-        ({"beta": 0.0}, "'beta' parameter"),
-        ({"user_degree": (5, 2)}, "user_degree must be a range"),
-        ({"interests_per_user": (4, 2)}, "interests_per_user must be a range"),
-        ({"interests_per_user": (20, 30)}, "at most n_interests=10"),
-        ({"n_engagements": 10**9}, "strictly within user_degree"),
-        ({"n_items": 5000}, "n_items \\* min_item_degree = 25000"),
-    ],
-)
-def test_generator_parameter_errors(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        make_engagements(**{"random_state": 0, **kwargs})
-    with pytest.raises(ValueError, match=match):
-        iter_engagements(**{"random_state": 0, **kwargs})
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    n_users=st.integers(60, 400),
-    n_chunks=st.integers(1, 15),
-    n_interests=st.integers(1, 12),
-    lifetime=st.floats(1, 6),
-    min_item_degree=st.integers(1, 6),
-    seed=st.integers(0, 2**16),
-)
-def test_generator_invariants(n_users, n_chunks, n_interests, lifetime, min_item_degree, seed):
-    n_engagements = 15 * n_users
-    n_items = max(1, n_engagements // (3 * min_item_degree))
-    log, truth = make_engagements(
-        n_users, n_items, n_chunks, n_interests, item_lifetime=lifetime,
-        user_degree=(1, 60), n_engagements=n_engagements, min_item_degree=min_item_degree,
-        random_state=seed, return_truth=True,
-    )
-    np.testing.assert_array_equal(np.bincount(log.user, minlength=n_users), truth.user_degree)
-    assert np.bincount(log.item, minlength=n_items).min() >= min_item_degree
-    assert np.bincount(log.item).shape[0] == n_items
-    assert np.all(truth.item_birth[log.item] <= log.chunk)
-    assert np.all(log.chunk <= truth.item_death[log.item])
-    assert log.chunk.min() >= 0 and log.chunk.max() < n_chunks
 
 
 # --------------------------------------------------------------------------------------------

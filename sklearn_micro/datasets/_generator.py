@@ -73,6 +73,7 @@ class _Users:
     theta: np.ndarray
     cum: np.ndarray  # cumulative theta within the row, for inverse-CDF draws
     max_size: int
+    key: np.ndarray | None = None  # row + cum, sorted: one search draws for many users
 
 
 def _draw_supports(rng, sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -85,8 +86,10 @@ def _draw_supports(rng, sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
         return np.minimum(np.searchsorted(cum, rng.random(n), side="right"), n_interests - 1)
 
     interest = draw(rows.shape[0])
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    check = np.arange(rows.shape[0])
     for attempt in range(101):
-        order = np.lexsort((interest, rows))
+        order = check[np.lexsort((interest[check], rows[check]))]
         a, r = interest[order], rows[order]
         same = (a[1:] == a[:-1]) & (r[1:] == r[:-1])
         if not same.any():
@@ -94,8 +97,11 @@ def _draw_supports(rng, sizes: np.ndarray, weights: np.ndarray) -> np.ndarray:
         redo = order[1:][same]
         if attempt < 100:
             interest[redo] = draw(redo.shape[0])
+            again = np.unique(rows[redo])  # check only these rows' entries next time
+            first = np.repeat(indptr[again], sizes[again])
+            ends = np.cumsum(sizes[again])
+            check = first + np.arange(ends[-1]) - np.repeat(ends - sizes[again], sizes[again])
         else:
-            indptr = np.concatenate([[0], np.cumsum(sizes)])
             for u in np.unique(rows[redo]):
                 interest[indptr[u] : indptr[u + 1]] = rng.choice(
                     n_interests, size=sizes[u], replace=False, p=weights / weights.sum()
@@ -116,7 +122,7 @@ def _draw_users(rng, n_users, n_interests, interests_per_user, alpha, user_degre
         sizes = rng.integers(a, min(b, n_interests) + 1, size=n_users)
     else:
         sizes = 1 + rng.poisson(interests_per_user - 1, size=n_users)
-    sizes = np.minimum(sizes, n_interests).astype(np.int64)
+    sizes = np.minimum(np.minimum(sizes, n_interests), degree).astype(np.int64)
     weights = rng.gamma(1.0, size=n_interests)
     interest = _draw_supports(rng, sizes, weights)
     indptr = np.concatenate([[0], np.cumsum(sizes)])
@@ -139,8 +145,10 @@ def _draw_interests(rng, users: _Users, who: np.ndarray) -> np.ndarray:
     last = users.indptr[who + 1] - 1
     u = rng.random(who.shape[0])
     if users.max_size > 8:
-        key = np.repeat(np.arange(users.degree.shape[0]), np.diff(users.indptr)) + users.cum
-        pos = np.clip(np.searchsorted(key, who + u, side="right"), lo, last)
+        if users.key is None:
+            users.key = np.repeat(np.arange(users.degree.shape[0]),
+                                  np.diff(users.indptr)) + users.cum
+        pos = np.clip(np.searchsorted(users.key, who + u, side="right"), lo, last)
         return users.interest[pos]
     pos = lo.copy()
     for j in range(users.max_size - 1):
@@ -164,15 +172,20 @@ def _rehome(users: _Users, who, served, demand) -> np.ndarray:
     return np.where(score[first] >= 0, users.interest[entry[first]], fallback)
 
 
+_ITEM_COLUMNS = ("id", "interest", "birth", "life", "peak", "appeal")
+
+
 class _Items:
-    """The items alive at the current chunk: id, interest, birth, planted lifetime, peak age."""
+    """The items alive at the current chunk: id, interest, birth, planted lifetime, peak age
+    and appeal."""
 
     def __init__(self):
         empty = np.empty(0, np.int64)
         self.id, self.interest, self.birth, self.life, self.peak = (empty,) * 5
+        self.appeal = np.empty(0, np.float64)
 
     def keep(self, rows):
-        for name in ("id", "interest", "birth", "life", "peak"):
+        for name in _ITEM_COLUMNS:
             setattr(self, name, getattr(self, name)[rows])
 
     def add(self, **columns):
@@ -181,8 +194,8 @@ class _Items:
 
 
 def _generate(
-    n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime, alpha, beta,
-    user_degree, n_engagements, min_item_degree, random_state,
+    n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime, item_appeal,
+    alpha, beta, user_degree, n_engagements, min_item_degree, random_state,
 ):
     """Draw the log chunk by chunk.
 
@@ -246,7 +259,7 @@ def _generate(
     latest = _Items()  # the item born last in each interest; id -1 where none was
     latest.add(id=np.full(n_interests, -1), interest=np.arange(n_interests),
                birth=np.zeros(n_interests, np.int64), life=np.ones(n_interests, np.int64),
-               peak=np.zeros(n_interests, np.int64))
+               peak=np.zeros(n_interests, np.int64), appeal=np.ones(n_interests))
     born = served = 0
     for t in range(n_chunks):
         last = t == n_chunks - 1
@@ -287,11 +300,13 @@ def _generate(
             birth=np.full(n_born, t, np.int64),
             life=new_life,
             peak=np.floor(rng.random(n_born) * new_life).astype(np.int64),
+            appeal=(rng.lognormal(0.0, item_appeal, size=n_born) if item_appeal > 0
+                    else np.ones(n_born)),
         )
         alive.add(**new)
         born += n_born
         ends = np.cumsum(births)[births > 0] - 1
-        for name in ("id", "birth", "life", "peak"):
+        for name in ("id", "birth", "life", "peak", "appeal"):
             getattr(latest, name)[births > 0] = new[name][ends]
 
         served_interest = np.bincount(alive.interest, minlength=n_interests) > 0
@@ -305,7 +320,8 @@ def _generate(
                 lost = lost[latest.id[lost] >= 0]
                 revived = latest.id[lost]
                 alive.add(id=revived, interest=lost, birth=latest.birth[lost],
-                          life=t - latest.birth[lost] + 1, peak=latest.peak[lost])
+                          life=t - latest.birth[lost] + 1, peak=latest.peak[lost],
+                          appeal=latest.appeal[lost])
                 served_interest[lost] = True
                 orphan = ~served_interest[z]
                 if orphan.any():
@@ -324,8 +340,8 @@ def _generate(
                 who, z = who[~orphan], z[~orphan]
             demand = np.bincount(z, minlength=n_interests)
 
-        # phi[k, t] ~ Dir(beta * trend): each live item's weight rises to its peak age and
-        # decays to the end of its life
+        # phi[k, t] ~ Dir(beta * appeal * trend): each live item's weight is its own appeal,
+        # rising to its peak age and decaying to the end of its life
         order = np.argsort(alive.interest, kind="stable")
         alive.keep(order)
         age = t - alive.birth
@@ -334,7 +350,7 @@ def _generate(
             (age + 1) / (alive.peak + 1),
             (alive.life - age) / np.maximum(alive.life - alive.peak, 1),
         )
-        weight = rng.gamma(beta * trend)
+        weight = rng.gamma(beta * alive.appeal * trend)
         mass = np.bincount(alive.interest, weights=weight, minlength=n_interests)
         flat = mass[alive.interest] <= 0
         weight[flat] = 1.0
@@ -370,6 +386,7 @@ _GENERATOR_CONSTRAINTS = {
     "n_interests": [Interval(Integral, 1, None, closed="left")],
     "interests_per_user": [tuple, list, Interval(Real, 1, None, closed="left")],
     "item_lifetime": [Interval(Real, 1, None, closed="left")],
+    "item_appeal": [Interval(Real, 0, None, closed="left")],
     "alpha": [Interval(Real, 0, None, closed="neither")],
     "beta": [Interval(Real, 0, None, closed="neither")],
     "user_degree": [tuple, list],
@@ -391,6 +408,7 @@ def make_engagements(
     *,
     interests_per_user: tuple[int, int] | float = (1, 3),
     item_lifetime: float = 2.5,
+    item_appeal: float = 0.0,
     alpha: float = 1.0,
     beta: float = 0.5,
     user_degree: tuple[int, int] = (1, 100),
@@ -408,15 +426,20 @@ def make_engagements(
 
     - Users: a total degree between the bounds of `user_degree`, heavy-tailed (a lognormal
       rounded and clipped to the bounds, so the upper bound collects the tail, as a cap
-      does); a support of a few interests, drawn by interest popularity (itself drawn
-      Dir(1)); ``theta_u ~ Dir(alpha)`` on the support. Each engagement falls in a chunk
-      drawn uniformly, so a user is active in several chunks.
+      does); a support of `interests_per_user` interests (no more than the degree), drawn
+      by interest popularity (itself drawn Dir(1)); ``theta_u ~ Dir(alpha)`` on the
+      support. Each engagement falls in a chunk drawn uniformly, so a user is active in
+      several chunks.
     - Items: each belongs to one interest, is born at a chunk and lives a geometric number
       of chunks (mean `item_lifetime`). Items are born where users engage: the births of a
       chunk follow the chunk's engagements, spread over interests by their demand.
-    - ``phi[k, t] ~ Dir(beta * trend)`` over the items of interest k alive at t, the paper's
-      item-specific prior: an item's trend rises linearly to a peak age drawn uniformly over
-      its life, then decays. A small `beta` concentrates engagements on few items.
+    - ``phi[k, t] ~ Dir(beta * appeal * trend)`` over the items of interest k alive at t,
+      the paper's item-specific prior ``beta[t, i]``: an item's appeal is drawn once at its
+      birth (lognormal, median 1, spread `item_appeal`) and holds over its life, so an
+      interest's popular items stay popular from one chunk to the next; its trend rises
+      linearly to a peak age drawn uniformly over its life, then decays. A small `beta`
+      concentrates engagements on few items, afresh in each chunk; a large `item_appeal`
+      on the same few items over their lives.
     - Item degrees: an item takes `min_item_degree` of its interest's engagements in the
       chunk it is born, the rest of the interest's engagements are drawn from phi. So every
       item 0..n_items-1 has at least `min_item_degree` engagements, and every user
@@ -441,9 +464,15 @@ def make_engagements(
         Interests K.
     interests_per_user : (int, int) or float
         The size of a user's support: drawn uniformly from a range ``(low, high)``, or, given
-        a number, ``1 + Poisson(mean - 1)``; at most `n_interests`.
+        a number, ``1 + Poisson(mean - 1)``; at most `n_interests` and at most the user's
+        degree.
     item_lifetime : float
         The mean number of chunks an item lives (at least 1).
+    item_appeal : float
+        The spread (sigma of the log) of items' appeal, a lognormal of median 1 drawn at an
+        item's birth that weighs its share of its interest in every chunk of its life. 0
+        gives every item the same appeal. The log of ``sklearn-micro reproduce`` takes 1.7,
+        set from the paper's figures (the datasets guide says how).
     alpha : float
         The concentration of ``theta_u ~ Dir(alpha)`` on the user's support.
     beta : float
@@ -473,7 +502,8 @@ def make_engagements(
         - ``user_degree``: (n_users,) the planted degrees,
         - ``item_interest``: (n_items,) each item's interest,
         - ``item_birth``, ``item_death``: (n_items,) the first and the last chunk an item
-          is alive (its death is cut at the last chunk).
+          is alive (its death is cut at the last chunk),
+        - ``item_appeal``: (n_items,) each item's appeal.
 
     See Also
     --------
@@ -491,12 +521,12 @@ def make_engagements(
     (200, 5)
     """
     generator = _generate(
-        n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime, alpha,
-        beta, user_degree, n_engagements, min_item_degree, random_state,
+        n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime,
+        item_appeal, alpha, beta, user_degree, n_engagements, min_item_degree, random_state,
     )
     users = next(generator)
     parts = {"user": [], "item": [], "chunk": []}
-    interest, birth, life, revived = [], [], [], []
+    interest, birth, life, appeal, revived = [], [], [], [], []
     for t, who, item, new, lived_on in generator:
         parts["user"].append(who)
         parts["item"].append(item)
@@ -504,6 +534,7 @@ def make_engagements(
         interest.append(new["interest"])
         birth.append(new["birth"])
         life.append(new["life"])
+        appeal.append(new["appeal"])
         revived.append((t, lived_on))
     log = EngagementLog(*(np.concatenate(parts[c]) for c in COLUMNS))
     if not return_truth:
@@ -520,6 +551,7 @@ def make_engagements(
         item_interest=np.concatenate(interest),
         item_birth=birth,
         item_death=death,
+        item_appeal=np.concatenate(appeal),
     )
     return log, truth
 
@@ -533,6 +565,7 @@ def iter_engagements(
     *,
     interests_per_user: tuple[int, int] | float = (1, 3),
     item_lifetime: float = 2.5,
+    item_appeal: float = 0.0,
     alpha: float = 1.0,
     beta: float = 0.5,
     user_degree: tuple[int, int] = (1, 100),
@@ -561,6 +594,11 @@ def iter_engagements(
         The size of a user's support, as for `make_engagements`.
     item_lifetime : float
         The mean number of chunks an item lives (at least 1).
+    item_appeal : float
+        The spread (sigma of the log) of items' appeal, a lognormal of median 1 drawn at an
+        item's birth that weighs its share of its interest in every chunk of its life. 0
+        gives every item the same appeal. The log of ``sklearn-micro reproduce`` takes 1.7,
+        set from the paper's figures (the datasets guide says how).
     alpha : float
         The concentration of ``theta_u ~ Dir(alpha)`` on the user's support.
     beta : float
@@ -595,8 +633,8 @@ def iter_engagements(
     2 True
     """
     generator = _generate(
-        n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime, alpha,
-        beta, user_degree, n_engagements, min_item_degree, random_state,
+        n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime,
+        item_appeal, alpha, beta, user_degree, n_engagements, min_item_degree, random_state,
     )
     next(generator)  # validates the parameters before the first chunk is asked for
     return (
