@@ -389,7 +389,9 @@ def run_experiment(
 
     One `GraphEmbedder` is fitted on ``train`` and shared: MiCRO clusters its item vectors
     with `SphericalKMeans(n_interests)`, ANN queries with its user vectors. Methods run one
-    after the other, and each is dropped once evaluated, so memory holds one at a time.
+    after the other, and each is dropped once evaluated, so memory holds one at a time; ANN
+    runs first, and the vectors are dropped after it (the item vectors after the
+    clustering).
 
     Parameters
     ----------
@@ -457,7 +459,12 @@ def run_experiment(
                                np.empty((0, embedded.user_vectors.shape[1]), np.float32),
                                embedded.item_interest)
     reports = {}
-    for name in methods:
+    # ANN first: the only method that reads the user vectors, which are dropped after it
+    for name in sorted(methods, key=lambda name: name != "ANN"):
+        if name != "ANN" and embedded is not None and embedded.user_vectors.shape[0]:
+            embedded = EmbeddedLog(embedded.log, embedded.user_ids, embedded.item_ids,
+                                   embedded.user_vectors[:0], embedded.item_vectors,
+                                   embedded.item_interest)
         if stages.has(f"{name} report"):
             with stages.measure(f"{name} rolling evaluation", work=len(test)) as stage:
                 stage.resumed = True
@@ -467,7 +474,7 @@ def run_experiment(
         if stages.has(f"{name} rolling"):
             evaluation = stages.load(f"{name} rolling")
         else:
-            def fit(name=name):
+            def fit(name=name, embedded=embedded):
                 if name == "MiCRO":
                     return _make(MiCRO, random_state=random_state, n_jobs=n_jobs,
                                  verbose=verbose).fit(embedded)
@@ -491,7 +498,7 @@ def run_experiment(
         del evaluation
         stages.save(f"{name} report", reports[name])
         stages.drop(f"{name} rolling")
-    return reports
+    return {name: reports[name] for name in methods}
 
 
 def _evaluate(evaluation: RollingEvaluation, test: EngagementLog, name: str,
