@@ -28,6 +28,8 @@ from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans
+from sklearn_micro import micro as micro_module
+from sklearn_micro._log import check_log
 from sklearn_micro.datasets import make_engagements
 
 
@@ -271,16 +273,104 @@ def _prototypes():
     return _quality_prototypes
 
 
+def _interests_of(log, n_interests=8):
+    items = np.unique(log.item)
+    return items, items % n_interests
+
+
 @pytest.mark.parametrize("seed", [0, 1])
-def test_learned_and_auto_equal_the_prototypes(seed):
+def test_auto_equals_the_prototype(seed):
     proto = _prototypes()
     log = make_engagements(n_users=300, n_items=900, n_chunks=12, n_interests=8,
                            n_engagements=6000, random_state=seed)
     model = MiCRO(personal="learned", phi_decay="auto", personal_window=4, random_state=0)
-    model.fit(log, item_interest=(np.unique(log.item), np.unique(log.item) % 8))
-    assert model.personal_weight_ == proto.training_repeat_rate(log, window=4)
+    model.fit(log, item_interest=_interests_of(log))
     assert model.phi_decay_ == proto.select_phi_decay(log, (0.0, 0.1, 0.25, 0.5, 0.75, 0.9))[0]
-    assert model.personal_weight_ > 0
+
+
+def _selection(model, log):
+    """`_select_personal_weight` on ``log`` with ``model``'s settings, every user ranked."""
+    u = model.user_ids_.lookup(log.user)
+    i = model.item_ids_.lookup(log.item)
+    z = model.item_interest_[i]
+    indptr, k, count = micro_module._counts_csr(u, z, len(model.user_ids_), model.n_interests_)
+    training = micro_module._TrainingLog(u, i, np.asarray(log.chunk), z, indptr, k, count,
+                                         len(model.item_ids_), model.n_interests_)
+    return micro_module._select_personal_weight(
+        training, alpha=model.alpha, beta=model.beta, phi_decay=model.phi_decay_,
+        window=model.personal_window, decay=model.personal_decay, max_users=10**9)
+
+
+def _brute_force_selection(log, interests, model, grid=micro_module.PERSONAL_GRID):
+    """Each of the last 4 chunks held out: MiCRO fitted on the chunks before it with each
+    weight (the paper's model for 0), its recommend scored on the users with a recent item,
+    the weight chosen by the documented rule."""
+    from sklearn_micro.metrics import mrr_at, recall_at
+
+    chunks = np.unique(log.chunk)
+    sums = np.zeros((len(grid), 2))
+    n_points = 0
+    for c, before in zip(chunks[1:][-4:], chunks[:-1][-4:], strict=True):
+        train = log.take(np.flatnonzero(log.chunk <= before))
+        now = log.take(np.flatnonzero(log.chunk == c))
+        window = (train.chunk > before - model.personal_window)
+        users = np.intersect1d(np.unique(now.user), np.unique(train.user[window]))
+        relevant = [set(now.item[now.user == user].tolist()) for user in users]
+        for g, lam in enumerate(grid):
+            fitted_before = MiCRO(personal=lam, personal_window=model.personal_window,
+                                  personal_decay=model.personal_decay,
+                                  phi_decay=model.phi_decay_).fit(train, item_interest=interests)
+            items = fitted_before.recommend(users, 100)[0]
+            sums[g] += [recall_at(items, relevant, 100).sum(), mrr_at(items, relevant, 100).sum()]
+        n_points += users.shape[0]
+    scores = {float(lam): tuple(sums[g] / n_points) for g, lam in enumerate(grid)}
+    allowed = [lam for lam in scores
+               if scores[lam][0] >= micro_module.RECALL_KEPT * scores[0.0][0]]
+    best = max(allowed, key=lambda lam: (scores[lam][1], -lam))
+    return best, scores
+
+
+@pytest.mark.parametrize("seed, n_interests", [(0, 8), (1, 40), (2, 8)])
+def test_learned_weight_equals_a_brute_force_selection(seed, n_interests):
+    log = make_engagements(n_users=200, n_items=600, n_chunks=10, n_interests=8,
+                           n_engagements=4000, random_state=seed)
+    interests = _interests_of(log, n_interests)
+    model = MiCRO(personal="learned", phi_decay="auto", personal_window=3, random_state=0)
+    model.fit(log, item_interest=interests)
+    best, scores = _selection(model, log)
+    want_best, want_scores = _brute_force_selection(log, interests, model)
+    assert best == want_best
+    assert scores.keys() == want_scores.keys()
+    for lam in scores:
+        np.testing.assert_allclose(scores[lam], want_scores[lam], rtol=1e-12, atol=1e-12)
+
+
+def test_learned_weight_is_zero_without_repeats_and_positive_with_only_repeats():
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(60), 4)
+    # every engagement a new item: nothing to come back to
+    fresh = np.column_stack([np.tile(users, 8), np.arange(8 * 240),
+                             np.repeat(np.arange(8), 240)])
+    model = MiCRO(random_state=0).fit(fresh, item_interest=(np.arange(8 * 240),
+                                                            rng.integers(0, 5, 8 * 240)))
+    assert model.personal_weight_ == 0.0
+    # every user engages the same four items of its own in every chunk
+    own = np.column_stack([np.tile(users, 8), np.tile(np.arange(240), 8),
+                           np.repeat(np.arange(8), 240)])
+    model = MiCRO(random_state=0).fit(own, item_interest=(np.arange(240),
+                                                          rng.integers(0, 5, 240)))
+    assert model.personal_weight_ > 0.0
+    best, scores = _selection(model, check_log(own))
+    assert best == model.personal_weight_
+    assert scores[best][0] == 1.0 and scores[best][1] > scores[0.0][1]
+
+
+def test_selection_is_deterministic_and_independent_of_threads():
+    log = make_engagements(n_users=300, n_items=900, n_chunks=12, n_interests=8,
+                           n_engagements=6000, random_state=3)
+    fits = [MiCRO(n_jobs=n_jobs, random_state=seed).fit(log, item_interest=_interests_of(log))
+            for n_jobs, seed in ((1, 0), (2, 1), (-1, 0))]
+    assert len({model.personal_weight_ for model in fits}) == 1
 
 
 def _personal_pipeline(personal):

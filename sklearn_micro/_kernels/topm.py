@@ -348,3 +348,83 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                 hi[0] = hi[last]
                 _sift_down(hs, hp, hi, 0, last)
     return items, scores
+
+
+@njit(cache=True, parallel=True)
+def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, rel_ptr,
+                   rel_item, phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items,
+                   pop_order, m, n_threads):
+    """Where each row's relevant items land in `personal_topm`'s top m, for every weight.
+
+    The rows, interests, recent items and chunk are `personal_topm`'s (nothing is seen);
+    ``rel_item[rel_ptr[r]:rel_ptr[r+1]]`` are row r's relevant items (sorted global
+    indices). For each weight ``lams[g]`` below 1 (the row's ``lam``), returns ``hits[r,
+    g]``, the relevant items among the top m, and ``rank[r, g]``, the rank (from 1) of the
+    first of them, 0 if none: what the top m of ``personal_topm`` with that weight gives.
+
+    A row's interests are scored once. The items of its interests that are not recent are
+    ranked the same by every weight (their score is ``(1 - lam)`` times a score ``x``
+    without it), so only those whose ``x`` is within rounding of the m-th best ``x`` or
+    above can enter a top m: each weight ranks those, the recent items and the chunk's
+    other items, as `personal_topm` does.
+    """
+    n = q_ptr.shape[0] - 1
+    n_local = chunk_items.shape[0]
+    n_lams = lams.shape[0]
+    hits = np.zeros((n, n_lams), np.int64)
+    rank = np.zeros((n, n_lams), np.int64)
+    no_seen_ptr = np.zeros(n + 1, np.int64)
+    no_seen = np.empty(0, np.int64)
+    n_blocks = max(1, min(n, n_threads))
+    max_recent = _max_row(r_ptr)
+    for b in prange(n_blocks):
+        acc = np.zeros(n_local)
+        mark = np.zeros(n_local, np.uint8)
+        touched = np.empty(n_local, np.int64)
+        leading = np.empty(n_local, np.int64)
+        recent_local = np.empty(max_recent, np.int64)
+        hs = np.empty(m)
+        hp = np.empty(m)
+        hi = np.empty(m, np.int64)
+        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item,
+                                      phi_cnt, chunk_items, acc, mark, touched, recent_local)
+            # the m-th best x of the interests' items that are not recent
+            size = 0
+            for t in range(nt):
+                li = touched[t]
+                if mark[li] == 2:
+                    continue
+                x = q_base[r] + q_share[r] * item_share[li] + acc[li]
+                if size == m and x < hs[0]:
+                    continue
+                size, _ = _offer(hs, hp, hi, size, m, x, item_pop[li], chunk_items[li])
+            bound = hs[0] * (1.0 - 1e-12) if size == m else -np.inf
+            n_leading = 0
+            for t in range(nt):
+                li = touched[t]
+                if mark[li] != 2 and q_base[r] + q_share[r] * item_share[li] + acc[li] >= bound:
+                    leading[n_leading] = li
+                    n_leading += 1
+            lo = rel_ptr[r]
+            hi_rel = rel_ptr[r + 1]
+            for g in range(n_lams):
+                size = _personal_select(r, lams[g], q_base[r], q_share[r], r_ptr, r_item,
+                                        r_w, acc, mark, leading, n_leading, recent_local,
+                                        item_pop, item_share, chunk_items, pop_order,
+                                        no_seen_ptr, no_seen, hs, hp, hi, m)
+                best = -1
+                for e in range(size):
+                    if hi_rel > lo and _is_seen(rel_item, lo, hi_rel, hi[e]):
+                        hits[r, g] += 1
+                        if best < 0 or _worse(hs[best], hp[best], hi[best],
+                                              hs[e], hp[e], hi[e]):
+                            best = e
+                if best >= 0:
+                    ahead = 0
+                    for e in range(size):
+                        if _worse(hs[best], hp[best], hi[best], hs[e], hp[e], hi[e]):
+                            ahead += 1
+                    rank[r, g] = ahead + 1
+            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
+    return hits, rank
