@@ -19,6 +19,7 @@ every row, so ratios between rows get paired intervals).
     python benchmarks/quality.py --sweep              # all three logs (about 30 min)
     python benchmarks/quality.py --log higgs --log movielens
     python benchmarks/quality.py --search-k           # GridSearchCV over K on the training chunks
+    python benchmarks/quality.py --defaults           # MiCRO's estimator: defaults and settings
 
 The results and what they mean are in docs/quality.md.
 """
@@ -371,6 +372,54 @@ def run_log(spec: LogSpec, args, say):
     report(spec, points, args, say)
 
 
+def run_defaults(spec: LogSpec, args, say):
+    """MiCRO's own estimator under its settings, against the paper's model and the
+    baselines: the defaults (the personal weight chosen on held-out training chunks,
+    phi_decay chosen), each of the two alone, and the weight the defaults took before (the
+    training repeat rate)."""
+    from sklearn_micro import MiCRO
+
+    log = check_log(spec.load())
+    train, test = split_chunks(log, spec.train_chunks)
+    say(f"## {spec.name}: {len(log):,} engagements; fit on the first {spec.train_chunks} "
+        f"chunks ({len(train):,}), test on the rest ({len(test):,})")
+    embedded, clustered = embed_and_cluster(train, (spec.k,), say)
+    base = clustered[spec.k]
+    repeat_rate = training_repeat_rate(train, window=8)
+
+    def fitted(**params):
+        start = time.perf_counter()
+        model = MiCRO(random_state=0, n_jobs=-1, **params).fit(base)
+        say(f"MiCRO({params}): personal_weight_ {model.personal_weight_:.3g}, phi_decay_ "
+            f"{model.phi_decay_:g}, fit {time.perf_counter() - start:.1f} s")
+        return model
+
+    paper = fitted(personal=0, phi_decay=0)
+    defaults = fitted()
+    personal_only = fitted(phi_decay=0)
+    decay_only = fitted(personal=0)
+    before = fitted(personal=repeat_rate)
+    lam, decay = defaults.personal_weight_, defaults.phi_decay_
+    runners = [
+        BaselineRunner("MiCRO (paper)", paper),
+        BaselineRunner(f"MiCRO() defaults: personal learned ({lam:.2g}), phi_decay auto "
+                       f"({decay:g})", defaults),
+        BaselineRunner(f"personal learned ({personal_only.personal_weight_:.2g}) only",
+                       personal_only),
+        BaselineRunner(f"phi_decay auto ({decay:g}) only", decay_only),
+        BaselineRunner(f"before: personal = repeat rate ({repeat_rate:.2g}), phi_decay auto",
+                       before),
+        BaselineRunner("ANN", ANNRecommender(random_state=0).fit(embedded)),
+        BaselineRunner("Popularity", PopularityRecommender().fit(train)),
+        BaselineRunner("RecentItems", RecentItemsRecommender().fit(train)),
+    ]
+    points = Points(Relevant(train, test))
+    start = time.perf_counter()
+    rolling(train, test, runners, points, say)
+    say(f"rolling evaluation of {len(points.ranks)} rows: {time.perf_counter() - start:.1f} s")
+    report(spec, points, args, say)
+
+
 def report(spec, points: Points, args, say):
     boot = Bootstrap(points.point_user, n_boot=args.n_boot)
     names = list(points.ranks)
@@ -508,14 +557,21 @@ def main(argv=None):
     parser.add_argument("--search-k", action="store_true",
                         help="only run GridSearchCV over K on the training chunks")
     parser.add_argument("--k", type=int, default=None, help="K for every log (default: per log)")
+    parser.add_argument("--defaults", action="store_true",
+                        help="only MiCRO's estimator: its defaults, each setting alone, the "
+                             "paper's model and the baselines")
     args = parser.parse_args(argv)
-    args.diagnose_rows = lambda names: [n for n in names if n.startswith("recommended:")]
+    args.diagnose_rows = lambda names: [n for n in names if n.startswith(("recommended:",
+                                                                          "MiCRO() defaults"))]
     for name in args.log or ["higgs", "movielens", "generated"]:
         spec = LOGS[name]
         if args.k:
             spec.k = args.k
         if args.search_k:
             search_k(spec, lambda *a: print(*a, flush=True))
+            continue
+        if args.defaults:
+            run_defaults(spec, args, lambda *a: print(*a, flush=True))
             continue
         run_log(spec, args, lambda *a: print(*a, flush=True))
 

@@ -2,7 +2,8 @@
 
 Fits MiCRO on the training chunks of a fave-shaped log (interests from `GraphEmbedder` and
 `SphericalKMeans`, cached with ``--interests``), samples the first test chunk, then times
-`recommend` for ``--users`` users drawn from the model's users, in the same run:
+`recommend` for ``--users`` users (those of the next test chunks, as the rolling protocol
+ranks them), in the same run:
 
 - "paper": the paper's ranking (``personal_weight_ = 0``, `mixture_topm` and the fill by
   popularity);
@@ -150,6 +151,15 @@ def interests(train, path, k, dim, say):
     return ids, np.asarray(labels)
 
 
+def active_users(test, n):
+    """The users the rolling protocol ranks after the first test chunk: those of the next
+    test chunks, in order, up to ``n`` distinct ones."""
+    order = np.argsort(test.chunk, kind="stable")
+    later = order[test.chunk[order] > test.chunk.min()]
+    _, first = np.unique(test.user[later], return_index=True)
+    return np.sort(test.user[later][np.sort(first)[:n]])
+
+
 def timed(call, repeat):
     best, out = np.inf, None
     for _ in range(repeat):
@@ -187,9 +197,7 @@ def main(argv=None):
         fit_seconds = time.perf_counter() - start
         paper = copy.copy(model)
         paper.personal_weight_ = 0.0
-        rng = np.random.default_rng(0)
-        users = np.sort(rng.choice(model.user_ids_.ids, min(args.users, len(model.user_ids_)),
-                                   replace=False))
+        users = active_users(test, args.users)
         index = model.user_ids_.lookup(users)
         with_recent = float((np.diff(model.recent_indptr_)[index] > 0).mean())
 
@@ -216,7 +224,8 @@ def main(argv=None):
             np.testing.assert_array_equal(a, b)
         rows.append((phi_decay, model.phi_decay_, len(model.chunk_items_), with_recent,
                      fit_seconds, best))
-    say(f"\n{len(users):,} users of {Path(args.data).name}, m = {args.m}, K = {args.k}, "
+    say(f"\n{len(users):,} users of the test chunks of {Path(args.data).name}, m = {args.m}, "
+        f"K = {args.k}, "
         f"personal weight {args.personal:g}, best of {args.repeat}; the personal rows return "
         "the same items and scores\n")
     say("| phi_decay | items ranked | users with recent items | paper (s) | personal, before "

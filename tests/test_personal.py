@@ -29,6 +29,7 @@ from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro import micro as micro_module
+from sklearn_micro._kernels.topm import personal_ranks, personal_topm
 from sklearn_micro._log import check_log
 from sklearn_micro.datasets import make_engagements
 
@@ -397,3 +398,103 @@ def test_skops_round_trip_with_recent_items(tmp_path):
     b = back.recommend([0, 1, 2, 3, 99], 7)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
+
+
+@st.composite
+def ranking_inputs(draw):
+    """Random inputs of the personal kernels, with small integer counts and weights so that
+    scores tie often."""
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    n_global = draw(st.integers(2, 40))
+    chunk_items = np.sort(rng.choice(n_global, rng.integers(1, n_global + 1), replace=False))
+    n_local = chunk_items.shape[0]
+    item_pop = rng.integers(1, 4, n_local).astype(np.float64)
+    n_k = int(rng.integers(1, 5))
+    phi_rows = [np.sort(rng.choice(n_local, rng.integers(0, n_local + 1), replace=False))
+                for _ in range(n_k)]
+    phi_ptr = np.concatenate([[0], np.cumsum([len(r) for r in phi_rows])]).astype(np.int64)
+    phi_item = np.concatenate(phi_rows).astype(np.int64)
+    phi_cnt = rng.integers(1, 3, phi_item.shape[0]).astype(np.float64)
+    n = int(rng.integers(1, 8))
+    q_rows = [rng.choice(n_k, rng.integers(0, n_k + 1), replace=False) for _ in range(n)]
+    q_ptr = np.concatenate([[0], np.cumsum([len(r) for r in q_rows])]).astype(np.int64)
+    q_k = np.concatenate(q_rows).astype(np.int64)
+    q_w = rng.choice([0.25, 0.5], q_k.shape[0])
+    q_base = rng.choice([0.0, 0.125], n)
+    q_share = (np.diff(q_ptr) == 0).astype(np.float64)
+    r_rows = [np.sort(rng.choice(n_global, rng.integers(0, min(4, n_global + 1)), replace=False))
+              for _ in range(n)]
+    r_ptr = np.concatenate([[0], np.cumsum([len(r) for r in r_rows])]).astype(np.int64)
+    r_item = np.concatenate(r_rows).astype(np.int64)
+    r_w = rng.choice([0.25, 0.5, 1.0], r_item.shape[0])
+    lam = rng.choice([0.0, 0.25, 0.5], n)
+    seen_rows = [np.sort(rng.choice(n_global, rng.integers(0, 3), replace=False))
+                 for _ in range(n)]
+    seen_ptr = np.concatenate([[0], np.cumsum([len(r) for r in seen_rows])]).astype(np.int64)
+    seen_items = np.concatenate(seen_rows).astype(np.int64)
+    pop_order = np.lexsort((chunk_items, -item_pop))
+    return dict(q_ptr=q_ptr, q_k=q_k, q_w=q_w, q_base=q_base, q_share=q_share, lam=lam,
+                r_ptr=r_ptr, r_item=r_item, r_w=r_w, phi_ptr=phi_ptr, phi_item=phi_item,
+                phi_cnt=phi_cnt, item_pop=item_pop, item_share=item_pop / item_pop.sum(),
+                chunk_items=chunk_items, pop_order=pop_order, seen_ptr=seen_ptr,
+                seen_items=seen_items, m=int(rng.integers(1, n_global + 2)))
+
+
+def sorted_candidates(x, r, lam):
+    """Every candidate of row r with its score, best first: the order of ranking, from a
+    sort of all of them."""
+    acc = np.zeros(x["chunk_items"].shape[0])
+    for q in range(x["q_ptr"][r], x["q_ptr"][r + 1]):
+        k, w = x["q_k"][q], x["q_w"][q]
+        for p in range(x["phi_ptr"][k], x["phi_ptr"][k + 1]):
+            acc[x["phi_item"][p]] += w * x["phi_cnt"][p]
+    recent = dict(zip(x["r_item"][x["r_ptr"][r]:x["r_ptr"][r + 1]].tolist(),
+                      x["r_w"][x["r_ptr"][r]:x["r_ptr"][r + 1]].tolist(), strict=True))
+    keep = 1.0 - lam
+    rows = []
+    for li, item in enumerate(x["chunk_items"].tolist()):
+        s = keep * (x["q_base"][r] + x["q_share"][r] * x["item_share"][li] + acc[li]) \
+            + lam * recent.pop(item, 0.0)
+        rows.append((-s, -x["item_pop"][li], item))
+    rows += [(-(lam * w), -0.0, item) for item, w in recent.items()]
+    seen = set(x["seen_items"][x["seen_ptr"][r]:x["seen_ptr"][r + 1]].tolist())
+    return [(item, -s, -pop) for s, pop, item in sorted(rows) if item not in seen]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs())
+def test_personal_topm_equals_a_sort_of_every_candidate(x):
+    items, scores = personal_topm(
+        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
+        x["r_item"], x["r_w"], x["phi_ptr"], x["phi_item"], x["phi_cnt"], x["item_pop"],
+        x["item_share"], x["chunk_items"], x["pop_order"], x["seen_ptr"], x["seen_items"],
+        x["m"], 2)
+    for r in range(items.shape[0]):
+        want = sorted_candidates(x, r, x["lam"][r])[:x["m"]]
+        assert items[r, :len(want)].tolist() == [item for item, _, _ in want]
+        assert scores[r, :len(want)].tolist() == [s for _, s, _ in want]
+        assert (items[r, len(want):] == -1).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs(), st.data())
+def test_personal_ranks_equal_the_ranks_of_a_sort(x, data):
+    lams = np.array([0.0, 0.25, 0.5, 0.75])
+    n = x["q_ptr"].shape[0] - 1
+    n_global = int(max(x["chunk_items"].max(), x["r_item"].max(initial=0))) + 1
+    rel_rows = [np.sort(data.draw(st.lists(st.integers(0, n_global), max_size=4, unique=True)))
+                for _ in range(n)]
+    rel_ptr = np.concatenate([[0], np.cumsum([len(r) for r in rel_rows])]).astype(np.int64)
+    rel_item = np.concatenate(rel_rows).astype(np.int64)
+    hits, rank = personal_ranks(
+        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], lams, x["r_ptr"],
+        x["r_item"], x["r_w"], rel_ptr, rel_item, x["phi_ptr"], x["phi_item"], x["phi_cnt"],
+        x["item_pop"], x["item_share"], x["chunk_items"], x["pop_order"], x["m"], 2)
+    unseen = dict(x, seen_ptr=np.zeros(n + 1, np.int64), seen_items=np.empty(0, np.int64))
+    for r in range(n):
+        for g, lam in enumerate(lams):
+            top = [item for item, _, _ in sorted_candidates(unseen, r, lam)[:x["m"]]]
+            found = [j + 1 for j, item in enumerate(top) if item in set(rel_rows[r].tolist())]
+            assert hits[r, g] == len(found)
+            assert rank[r, g] == (found[0] if found else 0)
