@@ -20,6 +20,7 @@ every row, so ratios between rows get paired intervals).
     python benchmarks/quality.py --log higgs --log movielens
     python benchmarks/quality.py --search-k           # GridSearchCV over K on the training chunks
     python benchmarks/quality.py --defaults           # MiCRO's estimator: defaults and settings
+    python benchmarks/quality.py --defaults --log fave-1-100   # a fave-shaped log, K = 1,000
 
 The results and what they mean are in docs/quality.md.
 """
@@ -52,13 +53,19 @@ from sklearn_micro.baselines import (  # noqa: E402
     PopularityRecommender,
     RecentItemsRecommender,
 )
-from sklearn_micro.datasets import load_higgs, load_movielens, make_engagements  # noqa: E402
+from sklearn_micro.datasets import (  # noqa: E402
+    load_higgs,
+    load_movielens,
+    make_engagements,
+    read_twitter_fave,
+)
 from sklearn_micro.experiment import split_chunks  # noqa: E402
 
 M = 100
 CUTOFFS = (10, 50, 100)
 DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
 ITEM_KINDS = ("repeat", "new", "in chunk before", "older")
+FAVE_DIR = "/work/data-scale"
 
 
 @dataclass
@@ -75,6 +82,12 @@ LOGS = {
     "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400)),
     "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 25,
                          (10, 25, 100)),
+    # fave-shaped logs of ephemeral items (benchmarks/paper_scale.py's plain draw), where
+    # they are: --fave-dir
+    "fave-1-100": LogSpec("fave-1-100", lambda: read_twitter_fave(
+        Path(FAVE_DIR) / "fave-plain-1-100.parquet"), 169, 1000, (1000,)),
+    "fave-1-20": LogSpec("fave-1-20", lambda: read_twitter_fave(
+        Path(FAVE_DIR) / "fave-plain-1-20.parquet"), 169, 1000, (1000,)),
     "generated": LogSpec("generated", lambda: make_engagements(
         n_users=20000, n_items=40000, n_chunks=16, n_interests=100, n_engagements=500000,
         random_state=0), 12, 100, (50, 100, 200)),
@@ -546,6 +559,7 @@ def search_k(spec: LogSpec, say):
 
 
 def main(argv=None):
+    global FAVE_DIR
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log", action="append", choices=sorted(LOGS))
     parser.add_argument("--n-boot", type=int, default=1000)
@@ -560,7 +574,11 @@ def main(argv=None):
     parser.add_argument("--defaults", action="store_true",
                         help="only MiCRO's estimator: its defaults, each setting alone, the "
                              "paper's model and the baselines")
+    parser.add_argument("--fave-dir", default=FAVE_DIR,
+                        help="folder of the fave-shaped logs fave-plain-1-100.parquet and "
+                             "fave-plain-1-20.parquet (--log fave-1-100, --log fave-1-20)")
     args = parser.parse_args(argv)
+    FAVE_DIR = args.fave_dir
     args.diagnose_rows = lambda names: [n for n in names if n.startswith(("recommended:",
                                                                           "MiCRO() defaults"))]
     for name in args.log or ["higgs", "movielens", "generated"]:
