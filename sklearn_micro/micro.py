@@ -95,10 +95,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         where ``r_u`` is the user's engagements of the last ``personal_window`` chunks,
         each weighted ``personal_decay ** age`` (age in chunks), normalized over the
         user's items, and ``lam_u = lam`` for a user with such an engagement, else 0.
-        Recent items that left the latest chunk are candidates too. "learned" sets
-        ``lam`` at `fit` to the training log's repeat rate (the share of the (user, item)
-        pairs of its last 4 chunks whose item is among the user's items of the
-        ``personal_window`` chunks before). 0 is the paper's model.
+        Recent items that left the latest chunk are candidates too. "learned" chooses
+        ``lam`` at `fit` from (0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75) by
+        held-out ranking: each of the last 4 training chunks is ranked, as `recommend`
+        does, from the state `fit` leaves on the chunks before it, for up to 4,000 of its
+        users with recent items; the weight with the best mean MRR@100 wins among those
+        keeping 99% of the recall@100 of 0 (ties to the smaller). 0 is the paper's model.
     personal_window : int, default=8
         Chunks of a user's history that make up ``r_u``.
     personal_decay : float in (0, 1], default=0.5
@@ -147,8 +149,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     phi_decay_ : float
         The ``phi_decay`` in use: the one given, or the one "auto" chose.
     personal_weight_ : float
-        The weight ``lam`` of the personal component: the one given, or the training
-        repeat rate for "learned".
+        The weight ``lam`` of the personal component: the one given, or the one
+        "learned" chose.
     recent_indptr_, recent_item_, recent_chunk_, recent_weight_ : ndarray
         The users' recent items as a CSR over users, one entry per (user, item, chunk) of
         the last ``personal_window`` chunks: the item (int32), the chunk (int32) and
