@@ -311,8 +311,6 @@ def run_log(spec: LogSpec, args, say):
     ks = tuple(sorted(set(spec.ks) | {spec.k}))
     embedded, clustered = embed_and_cluster(train, ks, say)
     window = 8
-    lam_hat = training_repeat_rate(train, window=window)
-    say(f"learned personal weight (training repeat rate, window {window}): {lam_hat:.3f}")
     decay, decay_scores = select_phi_decay(train, DECAY_GRID)
     say("phi_decay chosen on the training chunks (recall@100 of decayed popularity): "
         + ", ".join(f"{d:g}: {v:.4f}" for d, v in decay_scores.items()) + f" -> {decay:g}")
@@ -322,18 +320,31 @@ def run_log(spec: LogSpec, args, say):
         + ", ".join(f"{g:g}: {r:.4f}, {q:.4f}" for g, (r, q) in gamma_scores.items())
         + f" -> {gamma_hat:g} ({time.perf_counter() - start:.0f} s)")
     base = clustered[spec.k]
+    chosen = {}
 
     def run(model):
+        # "learned" is the weight MiCRO chooses on held-out training chunks under the
+        # model's phi_decay
+        if model.phi_decay not in chosen:
+            from sklearn_micro import MiCRO
+
+            chosen[model.phi_decay] = MiCRO(
+                personal_window=window, personal_decay=args.personal_decay,
+                phi_decay=model.phi_decay, random_state=0, n_jobs=-1).fit(base).personal_weight_
+            say(f"learned personal weight under phi_decay={model.phi_decay:g}: "
+                f"{chosen[model.phi_decay]:g}")
         return MiCRORun(model, train, embedded, personal_window=window,
-                        personal_decay=args.personal_decay, learned_personal=lam_hat)
+                        personal_decay=args.personal_decay,
+                        learned_personal=chosen[model.phi_decay])
 
     P = MixtureSetting
     gam = args.affinity
     learned = P(personal="learned")
+    paper_run = run(micro(base))
     runners = [
-        MiCRORunner(run(micro(base)), {
+        MiCRORunner(paper_run, {
             "MiCRO (paper), prototype scorer": P(),
-            f"+ personal (learned, lam={lam_hat:.2f})": learned,
+            f"+ personal (learned, lam={paper_run.learned_personal:.2f})": learned,
             f"+ personal (lam={args.personal:g})": P(personal=args.personal),
             "+ popularity-shaped beta": P(beta_shape="popularity"),
             f"+ affinity (gamma={gam:g})": P(affinity=gam),

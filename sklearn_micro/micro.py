@@ -219,7 +219,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     - With ``personal_weight_ > 0`` a user with recent items is scored ``s(i)`` over the
       latest chunk's items and its recent items (``p_t`` is 0 for an item outside the
       chunk), with the same ties, and the top ``m`` of ``s`` is exact.
-    - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``, the defaults.
+    - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``; the defaults are
+      "learned" and "auto".
 
     Examples
     --------
