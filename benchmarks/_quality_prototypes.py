@@ -67,10 +67,12 @@ class MixtureSetting:
 class SupportGrowthMiCRO(MiCRO):
     """MiCRO whose users adopt the interests of the items they engage with after training."""
 
-    def __init__(self, alpha=1.0, *, beta=0.01, phi_decay=0.0, max_sweeps=100, tol=1e-3,
-                 random_state=None, n_jobs=None, verbose=0, support_growth=True):
-        super().__init__(alpha, beta=beta, phi_decay=phi_decay, max_sweeps=max_sweeps,
-                         tol=tol, random_state=random_state, n_jobs=n_jobs, verbose=verbose)
+    def __init__(self, alpha=1.0, *, beta=0.01, personal=0.0, phi_decay=0.0, max_sweeps=100,
+                 tol=1e-3, random_state=None, n_jobs=None, verbose=0, support_growth=True):
+        # the prototypes score the personal component themselves: the model's is off
+        super().__init__(alpha, beta=beta, personal=personal, phi_decay=phi_decay,
+                         max_sweeps=max_sweeps, tol=tol, random_state=random_state,
+                         n_jobs=n_jobs, verbose=verbose)
         self.support_growth = support_growth
 
     _parameter_constraints = {**MiCRO._parameter_constraints, "support_growth": ["boolean"]}

@@ -19,6 +19,8 @@ every row, so ratios between rows get paired intervals).
     python benchmarks/quality.py --sweep              # all three logs (about 30 min)
     python benchmarks/quality.py --log higgs --log movielens
     python benchmarks/quality.py --search-k           # GridSearchCV over K on the training chunks
+    python benchmarks/quality.py --defaults           # MiCRO's estimator: defaults and settings
+    python benchmarks/quality.py --defaults --log fave-1-100   # a fave-shaped log, K = 1,000
 
 The results and what they mean are in docs/quality.md.
 """
@@ -52,13 +54,19 @@ from sklearn_micro.baselines import (  # noqa: E402
     RecentItemsRecommender,
 )
 from sklearn_micro.cli import DEFAULT_LOG  # noqa: E402
-from sklearn_micro.datasets import load_higgs, load_movielens, make_engagements  # noqa: E402
+from sklearn_micro.datasets import (  # noqa: E402
+    load_higgs,
+    load_movielens,
+    make_engagements,
+    read_twitter_fave,
+)
 from sklearn_micro.experiment import split_chunks  # noqa: E402
 
 M = 100
 CUTOFFS = (10, 50, 100)
 DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
 ITEM_KINDS = ("repeat", "new", "in chunk before", "older")
+FAVE_DIR = "/work/data-scale"
 
 
 @dataclass
@@ -75,6 +83,12 @@ LOGS = {
     "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400)),
     "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 25,
                          (10, 25, 100)),
+    # fave-shaped logs of ephemeral items (benchmarks/paper_scale.py's plain draw), where
+    # they are: --fave-dir
+    "fave-1-100": LogSpec("fave-1-100", lambda: read_twitter_fave(
+        Path(FAVE_DIR) / "fave-plain-1-100.parquet"), 169, 1000, (1000,)),
+    "fave-1-20": LogSpec("fave-1-20", lambda: read_twitter_fave(
+        Path(FAVE_DIR) / "fave-plain-1-20.parquet"), 169, 1000, (1000,)),
     "generated": LogSpec("generated", lambda: make_engagements(**DEFAULT_LOG),
                          12, 100, (50, 100, 200)),
 }
@@ -297,8 +311,6 @@ def run_log(spec: LogSpec, args, say):
     ks = tuple(sorted(set(spec.ks) | {spec.k}))
     embedded, clustered = embed_and_cluster(train, ks, say)
     window = 8
-    lam_hat = training_repeat_rate(train, window=window)
-    say(f"learned personal weight (training repeat rate, window {window}): {lam_hat:.3f}")
     decay, decay_scores = select_phi_decay(train, DECAY_GRID)
     say("phi_decay chosen on the training chunks (recall@100 of decayed popularity): "
         + ", ".join(f"{d:g}: {v:.4f}" for d, v in decay_scores.items()) + f" -> {decay:g}")
@@ -308,18 +320,31 @@ def run_log(spec: LogSpec, args, say):
         + ", ".join(f"{g:g}: {r:.4f}, {q:.4f}" for g, (r, q) in gamma_scores.items())
         + f" -> {gamma_hat:g} ({time.perf_counter() - start:.0f} s)")
     base = clustered[spec.k]
+    chosen = {}
 
     def run(model):
+        # "learned" is the weight MiCRO chooses on held-out training chunks under the
+        # model's phi_decay
+        if model.phi_decay not in chosen:
+            from sklearn_micro import MiCRO
+
+            chosen[model.phi_decay] = MiCRO(
+                personal_window=window, personal_decay=args.personal_decay,
+                phi_decay=model.phi_decay, random_state=0, n_jobs=-1).fit(base).personal_weight_
+            say(f"learned personal weight under phi_decay={model.phi_decay:g}: "
+                f"{chosen[model.phi_decay]:g}")
         return MiCRORun(model, train, embedded, personal_window=window,
-                        personal_decay=args.personal_decay, learned_personal=lam_hat)
+                        personal_decay=args.personal_decay,
+                        learned_personal=chosen[model.phi_decay])
 
     P = MixtureSetting
     gam = args.affinity
     learned = P(personal="learned")
+    paper_run = run(micro(base))
     runners = [
-        MiCRORunner(run(micro(base)), {
+        MiCRORunner(paper_run, {
             "MiCRO (paper), prototype scorer": P(),
-            f"+ personal (learned, lam={lam_hat:.2f})": learned,
+            f"+ personal (learned, lam={paper_run.learned_personal:.2f})": learned,
             f"+ personal (lam={args.personal:g})": P(personal=args.personal),
             "+ popularity-shaped beta": P(beta_shape="popularity"),
             f"+ affinity (gamma={gam:g})": P(affinity=gam),
@@ -365,6 +390,54 @@ def run_log(spec: LogSpec, args, say):
     ]
     rel = Relevant(train, test)
     points = Points(rel)
+    start = time.perf_counter()
+    rolling(train, test, runners, points, say)
+    say(f"rolling evaluation of {len(points.ranks)} rows: {time.perf_counter() - start:.1f} s")
+    report(spec, points, args, say)
+
+
+def run_defaults(spec: LogSpec, args, say):
+    """MiCRO's own estimator under its settings, against the paper's model and the
+    baselines: the defaults (the personal weight chosen on held-out training chunks,
+    phi_decay chosen), each of the two alone, and the weight the defaults took before (the
+    training repeat rate)."""
+    from sklearn_micro import MiCRO
+
+    log = check_log(spec.load())
+    train, test = split_chunks(log, spec.train_chunks)
+    say(f"## {spec.name}: {len(log):,} engagements; fit on the first {spec.train_chunks} "
+        f"chunks ({len(train):,}), test on the rest ({len(test):,})")
+    embedded, clustered = embed_and_cluster(train, (spec.k,), say)
+    base = clustered[spec.k]
+    repeat_rate = training_repeat_rate(train, window=8)
+
+    def fitted(**params):
+        start = time.perf_counter()
+        model = MiCRO(random_state=0, n_jobs=-1, **params).fit(base)
+        say(f"MiCRO({params}): personal_weight_ {model.personal_weight_:.3g}, phi_decay_ "
+            f"{model.phi_decay_:g}, fit {time.perf_counter() - start:.1f} s")
+        return model
+
+    paper = fitted(personal=0, phi_decay=0)
+    defaults = fitted()
+    personal_only = fitted(phi_decay=0)
+    decay_only = fitted(personal=0)
+    before = fitted(personal=repeat_rate)
+    lam, decay = defaults.personal_weight_, defaults.phi_decay_
+    runners = [
+        BaselineRunner("MiCRO (paper)", paper),
+        BaselineRunner(f"MiCRO() defaults: personal learned ({lam:.2g}), phi_decay auto "
+                       f"({decay:g})", defaults),
+        BaselineRunner(f"personal learned ({personal_only.personal_weight_:.2g}) only",
+                       personal_only),
+        BaselineRunner(f"phi_decay auto ({decay:g}) only", decay_only),
+        BaselineRunner(f"before: personal = repeat rate ({repeat_rate:.2g}), phi_decay auto",
+                       before),
+        BaselineRunner("ANN", ANNRecommender(random_state=0).fit(embedded)),
+        BaselineRunner("Popularity", PopularityRecommender().fit(train)),
+        BaselineRunner("RecentItems", RecentItemsRecommender().fit(train)),
+    ]
+    points = Points(Relevant(train, test))
     start = time.perf_counter()
     rolling(train, test, runners, points, say)
     say(f"rolling evaluation of {len(points.ranks)} rows: {time.perf_counter() - start:.1f} s")
@@ -497,6 +570,7 @@ def search_k(spec: LogSpec, say):
 
 
 def main(argv=None):
+    global FAVE_DIR
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log", action="append", choices=sorted(LOGS))
     parser.add_argument("--n-boot", type=int, default=1000)
@@ -508,14 +582,25 @@ def main(argv=None):
     parser.add_argument("--search-k", action="store_true",
                         help="only run GridSearchCV over K on the training chunks")
     parser.add_argument("--k", type=int, default=None, help="K for every log (default: per log)")
+    parser.add_argument("--defaults", action="store_true",
+                        help="only MiCRO's estimator: its defaults, each setting alone, the "
+                             "paper's model and the baselines")
+    parser.add_argument("--fave-dir", default=FAVE_DIR,
+                        help="folder of the fave-shaped logs fave-plain-1-100.parquet and "
+                             "fave-plain-1-20.parquet (--log fave-1-100, --log fave-1-20)")
     args = parser.parse_args(argv)
-    args.diagnose_rows = lambda names: [n for n in names if n.startswith("recommended:")]
+    FAVE_DIR = args.fave_dir
+    args.diagnose_rows = lambda names: [n for n in names if n.startswith(("recommended:",
+                                                                          "MiCRO() defaults"))]
     for name in args.log or ["higgs", "movielens", "generated"]:
         spec = LOGS[name]
         if args.k:
             spec.k = args.k
         if args.search_k:
             search_k(spec, lambda *a: print(*a, flush=True))
+            continue
+        if args.defaults:
+            run_defaults(spec, args, lambda *a: print(*a, flush=True))
             continue
         run_log(spec, args, lambda *a: print(*a, flush=True))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 import numba
@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._dask import resolve_n_jobs
 from ._gibbs import build_layout, run_chain
 from ._kernels import sampler
-from ._kernels.topm import fill_remainder, mixture_topm, personal_topm
+from ._kernels.topm import fill_remainder, mixture_topm, personal_ranks, personal_topm
 from ._kernels.vocabulary import present_values
 from ._log import (
     EmbeddedLog,
@@ -40,6 +40,11 @@ _MIN_MASS = 0.01
 
 # the values phi_decay="auto" chooses from
 PHI_DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
+
+# the weights personal="learned" chooses from, and the share of the held-out recall of
+# weight 0 that the chosen one keeps at least
+PERSONAL_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75)
+RECALL_KEPT = 0.99
 
 
 @contextmanager
@@ -90,10 +95,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         where ``r_u`` is the user's engagements of the last ``personal_window`` chunks,
         each weighted ``personal_decay ** age`` (age in chunks), normalized over the
         user's items, and ``lam_u = lam`` for a user with such an engagement, else 0.
-        Recent items that left the latest chunk are candidates too. "learned" sets
-        ``lam`` at `fit` to the training log's repeat rate (the share of the (user, item)
-        pairs of its last 4 chunks whose item is among the user's items of the
-        ``personal_window`` chunks before). 0 is the paper's model.
+        Recent items that left the latest chunk are candidates too. "learned" chooses
+        ``lam`` at `fit` from (0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75) by
+        held-out ranking: each of the last 4 training chunks is ranked, as `recommend`
+        does, from the state `fit` leaves on the chunks before it, for up to 4,000 of its
+        users with recent items; the weight with the best mean MRR@100 wins among those
+        keeping 99% of the recall@100 of 0 (ties to the smaller). 0 is the paper's model.
     personal_window : int, default=8
         Chunks of a user's history that make up ``r_u``.
     personal_decay : float in (0, 1], default=0.5
@@ -142,8 +149,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     phi_decay_ : float
         The ``phi_decay`` in use: the one given, or the one "auto" chose.
     personal_weight_ : float
-        The weight ``lam`` of the personal component: the one given, or the training
-        repeat rate for "learned".
+        The weight ``lam`` of the personal component: the one given, or the one
+        "learned" chose.
     recent_indptr_, recent_item_, recent_chunk_, recent_weight_ : ndarray
         The users' recent items as a CSR over users, one entry per (user, item, chunk) of
         the last ``personal_window`` chunks: the item (int32), the chunk (int32) and
@@ -212,7 +219,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     - With ``personal_weight_ > 0`` a user with recent items is scored ``s(i)`` over the
       latest chunk's items and its recent items (``p_t`` is 0 for an item outside the
       chunk), with the same ties, and the top ``m`` of ``s`` is exact.
-    - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``, the defaults.
+    - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``; the defaults are
+      "learned" and "auto".
 
     Examples
     --------
@@ -302,9 +310,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         log_chunk = log.chunk
         self.phi_decay_ = (_select_phi_decay(u, i, log_chunk, len(item_ids))
                            if self.phi_decay == "auto" else float(self.phi_decay))
-        self.personal_weight_ = (
-            _repeat_rate(u, i, log_chunk, len(item_ids), window=self.personal_window)
-            if self.personal == "learned" else float(self.personal))
+        self.personal_weight_ = float(self.personal) if self.personal != "learned" else (
+            _select_personal_weight(
+                _TrainingLog(u, i, log_chunk, z, indptr, sup_k, sup_cnt, len(item_ids), K),
+                alpha=float(self.alpha), beta=float(self.beta), phi_decay=self.phi_decay_,
+                window=self.personal_window, decay=self.personal_decay,
+                n_jobs=self.n_jobs)[0])
         self.user_ids_ = user_ids
         self.item_ids_ = item_ids
         self.n_interests_ = K
@@ -374,30 +385,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         """Make ``chunk`` the latest: popularity from its engagements' ``items``, ``phi``
         from the counts ``phi_w`` of (``phi_items``, ``phi_k``) pairs, plus, with ``carry``
         and ``phi_decay_ > 0``, the decayed counts of the previous chunk."""
-        K = self.n_interests_
-        pop_items, pop_w = items, np.ones(items.shape[0])
-        if carry and self.phi_decay_ > 0:
-            old_w = self.phi_count_ * self.phi_decay_
-            keep = old_w >= _MIN_MASS
-            old_k = np.repeat(np.arange(K), np.diff(self.phi_indptr_))
-            phi_k = np.concatenate([phi_k, old_k[keep]])
-            phi_items = np.concatenate([phi_items, self.chunk_items_[self.phi_item_][keep]])
-            phi_w = np.concatenate([phi_w, old_w[keep]])
-            old_pop = self.chunk_item_count_ * self.phi_decay_
-            keep = old_pop >= _MIN_MASS
-            pop_items = np.concatenate([pop_items, self.chunk_items_[keep]])
-            pop_w = np.concatenate([pop_w, old_pop[keep]])
-        chunk_items = distinct(pop_items)
-        pop_local = np.searchsorted(chunk_items, pop_items)
-        self.latest_chunk_ = int(chunk)
-        self.chunk_items_ = chunk_items
-        self.chunk_item_count_ = np.bincount(pop_local, weights=pop_w,
-                                             minlength=chunk_items.shape[0])
-        self.phi_indptr_, self.phi_item_, self.phi_count_ = _counts_csr(
-            phi_k, np.searchsorted(chunk_items, phi_items), K, chunk_items.shape[0],
-            weights=phi_w)
-        self.interest_count_ = np.bincount(phi_k, weights=phi_w, minlength=K)
-        self.popular_order_ = np.lexsort((chunk_items, -self.chunk_item_count_))
+        previous = _LatestChunk.of(self) if carry else None
+        state = _latest_chunk(chunk, items, phi_items, phi_k, phi_w, self.n_interests_,
+                              self.phi_decay_, previous)
+        state.set_on(self)
 
     # ---------------------------------------------------------- partial_fit
 
@@ -553,37 +544,19 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     def _recent_scores(self, user_index):
         """CSR (indptr, items, r_u) of the users' recent items, ``r_u`` normalized per user
         (distinct items per row, sorted); empty rows for unknown users."""
-        indptr, pos = csr_rows(self.recent_indptr_, user_index)
-        item = self.recent_item_[pos].astype(np.int64)
-        weight = self.recent_weight_[pos].astype(np.float64)
-        row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
-        if item.shape[0] == 0:
-            return indptr, item, weight
-        start = np.flatnonzero(np.concatenate([[True], (item[1:] != item[:-1])
-                                               | (row[1:] != row[:-1])]))
-        item, row, weight = item[start], row[start], np.add.reduceat(weight, start)
-        total = np.bincount(row, weights=weight, minlength=user_index.shape[0])
-        out_ptr = np.zeros(user_index.shape[0] + 1, np.int64)
-        np.cumsum(np.bincount(row, minlength=user_index.shape[0]), out=out_ptr[1:])
-        return out_ptr, item, weight / total[row]
+        return _recent_distributions(self.recent_indptr_, self.recent_item_,
+                                     self.recent_weight_, user_index)
 
     # ------------------------------------------------------------ retrieval
 
     def _theta(self, user_index: np.ndarray):
         """CSR (indptr, interests, theta) of the users' mixtures; empty rows for unknown."""
-        indptr, pos = csr_rows(self.support_indptr_, user_index)
-        k = self.support_interest_[pos]
-        weight = self.alpha + self.support_count_[pos]
-        row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
-        sums = np.bincount(row, weights=weight, minlength=user_index.shape[0])
-        return indptr, k, weight / sums[row]
+        return _user_mixtures(self.support_indptr_, self.support_interest_,
+                              self.support_count_, user_index, self.alpha)
 
     def _recommend(self, user_index, m, seen):
         indptr, k, theta = self._theta(user_index)
-        denom = float(self.beta) * self.chunk_items_.shape[0] + self.interest_count_[k]
-        weight = theta / denom
-        row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
-        base = np.bincount(row, weights=weight * self.beta, minlength=user_index.shape[0])
+        weight, base = _interest_weights(indptr, k, theta, self.beta, _LatestChunk.of(self))
         if self.personal_weight_ > 0:
             return self._recommend_personal(user_index, m, seen, indptr, k, weight, base)
         with _numba_threads(self.n_jobs) as threads:
@@ -693,22 +666,246 @@ def _recent_items(user, item, chunk, weight, n_users):
             np.add.reduceat(weight, start).astype(np.float32))
 
 
-def _repeat_rate(user, item, chunk, n_items, *, window, last_chunks=4):
-    """The repeat rate of a log: over its last ``last_chunks`` chunks ``c``, the share of the
-    distinct (user, item) pairs of chunk ``c``, among users with an engagement in chunks
-    ``c - window .. c - 1``, whose item is one of the user's items of those chunks."""
-    last = int(chunk.max())
-    rows = chunk > last - last_chunks - window
-    key = np.asarray(user, np.int64)[rows] * n_items + np.asarray(item, np.int64)[rows]
-    chunk = chunk[rows]
-    repeats = pairs = 0
-    for c in range(last - last_chunks + 1, last + 1):
-        now = np.unique(key[chunk == c])
-        before = np.unique(key[(chunk < c) & (chunk >= c - window)])
-        now = now[np.isin(now // n_items, np.unique(before // n_items))]
-        pairs += now.shape[0]
-        repeats += int(np.isin(now, before).sum())
-    return repeats / pairs if pairs else 0.0
+@dataclass(frozen=True, eq=False)
+class _LatestChunk:
+    """What `recommend` ranks from: the latest chunk's items (``items``, sorted model
+    indices) with their engagements (``item_count``, decayed counts included under
+    ``phi_decay``), ``phi`` as a CSR from interest to positions in ``items``, ``N[k, t]``,
+    and the popularity order of the positions."""
+
+    chunk: int
+    items: np.ndarray
+    item_count: np.ndarray
+    phi_indptr: np.ndarray
+    phi_item: np.ndarray
+    phi_count: np.ndarray
+    interest_count: np.ndarray
+    popular_order: np.ndarray
+
+    _ATTRIBUTES = {"chunk": "latest_chunk_", "items": "chunk_items_",
+                   "item_count": "chunk_item_count_", "phi_indptr": "phi_indptr_",
+                   "phi_item": "phi_item_", "phi_count": "phi_count_",
+                   "interest_count": "interest_count_", "popular_order": "popular_order_"}
+
+    @classmethod
+    def of(cls, model):
+        return cls(**{field: getattr(model, name) for field, name in cls._ATTRIBUTES.items()})
+
+    def set_on(self, model):
+        for field, name in self._ATTRIBUTES.items():
+            setattr(model, name, getattr(self, field))
+
+
+def _latest_chunk(chunk, items, phi_items, phi_k, phi_w, n_interests, phi_decay,
+                  previous=None) -> _LatestChunk:
+    """``chunk`` as the latest: popularity from its engagements' ``items``, ``phi`` from the
+    counts ``phi_w`` of (``phi_items``, ``phi_k``) pairs, plus the ``previous`` latest
+    chunk's counts times ``phi_decay`` (those of at least ``_MIN_MASS``)."""
+    pop_items, pop_w = items, np.ones(items.shape[0])
+    if previous is not None and phi_decay > 0:
+        old_w = previous.phi_count * phi_decay
+        keep = old_w >= _MIN_MASS
+        old_k = np.repeat(np.arange(n_interests), np.diff(previous.phi_indptr))
+        phi_k = np.concatenate([phi_k, old_k[keep]])
+        phi_items = np.concatenate([phi_items, previous.items[previous.phi_item][keep]])
+        phi_w = np.concatenate([phi_w, old_w[keep]])
+        old_pop = previous.item_count * phi_decay
+        keep = old_pop >= _MIN_MASS
+        pop_items = np.concatenate([pop_items, previous.items[keep]])
+        pop_w = np.concatenate([pop_w, old_pop[keep]])
+    chunk_items = distinct(pop_items)
+    pop_local = np.searchsorted(chunk_items, pop_items)
+    item_count = np.bincount(pop_local, weights=pop_w, minlength=chunk_items.shape[0])
+    phi_indptr, phi_item, phi_count = _counts_csr(
+        phi_k, np.searchsorted(chunk_items, phi_items), n_interests, chunk_items.shape[0],
+        weights=phi_w)
+    return _LatestChunk(int(chunk), chunk_items, item_count, phi_indptr, phi_item, phi_count,
+                        np.bincount(phi_k, weights=phi_w, minlength=n_interests),
+                        np.lexsort((chunk_items, -item_count)))
+
+
+def _user_mixtures(support_indptr, support_interest, support_count, user_index, alpha):
+    """CSR (indptr, interests, theta) of the mixtures of the users ``user_index`` (rows of
+    the supports; -1 gives an empty row)."""
+    indptr, pos = csr_rows(support_indptr, user_index)
+    k = support_interest[pos]
+    weight = alpha + support_count[pos]
+    row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
+    sums = np.bincount(row, weights=weight, minlength=user_index.shape[0])
+    return indptr, k, weight / sums[row]
+
+
+def _interest_weights(indptr, k, theta, beta, latest: _LatestChunk):
+    """The weight ``theta_u[k] / (I_t * beta + N[k, t])`` of each entry of the mixtures'
+    CSR, and each user's score of an item outside its interests, ``sum_k weight * beta``."""
+    denom = float(beta) * latest.items.shape[0] + latest.interest_count[k]
+    weight = theta / denom
+    row = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    base = np.bincount(row, weights=weight * beta, minlength=indptr.shape[0] - 1)
+    return weight, base
+
+
+def _recent_distributions(recent_indptr, recent_item, recent_weight, user_index):
+    """CSR (indptr, items, r_u) of the users' recent items (rows of the recent-items CSR),
+    ``r_u`` normalized per user, distinct items per row, sorted; -1 gives an empty row."""
+    indptr, pos = csr_rows(recent_indptr, user_index)
+    item = recent_item[pos].astype(np.int64)
+    weight = recent_weight[pos].astype(np.float64)
+    row = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
+    if item.shape[0] == 0:
+        return indptr, item, weight
+    start = np.flatnonzero(np.concatenate([[True], (item[1:] != item[:-1])
+                                           | (row[1:] != row[:-1])]))
+    item, row, weight = item[start], row[start], np.add.reduceat(weight, start)
+    total = np.bincount(row, weights=weight, minlength=user_index.shape[0])
+    out_ptr = np.zeros(user_index.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(row, minlength=user_index.shape[0]), out=out_ptr[1:])
+    return out_ptr, item, weight / total[row]
+
+
+@dataclass(frozen=True, eq=False)
+class _TrainingLog:
+    """The training log in model indices, as `fit` has it: engagements (``user``,
+    ``item``, ``chunk``) with their interest ``z``, and the users' supports over the whole
+    log as a CSR."""
+
+    user: np.ndarray
+    item: np.ndarray
+    chunk: np.ndarray
+    z: np.ndarray
+    support_indptr: np.ndarray
+    support_interest: np.ndarray
+    support_count: np.ndarray
+    n_items: int
+    n_interests: int
+
+
+def _held_out_personal_ranks(log: _TrainingLog, c, previous, grid, *, alpha, beta, phi_decay,
+                             window, decay, m, max_users, n_threads):
+    """The ranks `recommend` would give the items of chunk ``c`` with each personal weight
+    of ``grid``, from the state `fit` leaves on the chunks up to ``previous``, the one
+    before ``c`` (``log`` holds at least the chunks that state reads, and ``c``).
+
+    Only the users of chunk ``c`` with a recent item (an engagement in the ``window``
+    chunks up to ``previous``) are ranked, since the weight changes nothing for the
+    others; at most ``max_users`` of them, evenly spread over their indices. Returns their
+    numbers of relevant items and `personal_ranks`' hits and ranks, or None if there are
+    none.
+    """
+    now = log.chunk == c
+    before = (log.chunk <= previous) & (log.chunk > previous - window)
+    n_users = log.support_indptr.shape[0] - 1
+    has_recent = np.zeros(n_users, bool)
+    has_recent[log.user[before]] = True
+    pair_user, pair_item = unique_pairs(log.user[now], log.item[now])
+    keep = has_recent[pair_user]
+    pair_user, pair_item = pair_user[keep], pair_item[keep]
+    if pair_user.shape[0] == 0:
+        return None
+    users = distinct(pair_user)
+    if users.shape[0] > max_users:
+        # an even spread over the users' indices: deterministic and blind to behaviour
+        users = users[np.linspace(0, users.shape[0] - 1, max_users).round().astype(np.int64)]
+        keep = np.isin(pair_user, users)
+        pair_user, pair_item = pair_user[keep], pair_item[keep]
+    row = np.searchsorted(users, pair_user)
+    rel_ptr = np.zeros(users.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(row, minlength=users.shape[0]), out=rel_ptr[1:])
+    # supports on the chunks before c: the whole log's, less the counts of c and after
+    rank = np.full(n_users, -1, np.int64)
+    rank[users] = np.arange(users.shape[0])
+    later = (log.chunk >= c) & (rank[log.user] >= 0)
+    indptr, pos = csr_rows(log.support_indptr, users)
+    k = log.support_interest[pos].astype(np.int64)
+    count = log.support_count[pos].astype(np.int64)
+    entry_row = np.repeat(np.arange(users.shape[0]), np.diff(indptr))
+    late_ptr, late_k, late_count = _counts_csr(rank[log.user[later]], log.z[later],
+                                               users.shape[0], log.n_interests)
+    late_row = np.repeat(np.arange(users.shape[0]), np.diff(late_ptr))
+    key = entry_row * log.n_interests + k
+    count[np.searchsorted(key, late_row * log.n_interests + late_k)] -= \
+        late_count.astype(np.int64)
+    alive = count > 0
+    indptr = np.zeros(users.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(entry_row[alive], minlength=users.shape[0]), out=indptr[1:])
+    indptr, k, theta = _user_mixtures(indptr, k[alive], count[alive],
+                                      np.arange(users.shape[0]), alpha)
+    # phi of chunk c - 1, carrying the decayed chunks before it, as fit leaves it
+    carried = (log.chunk <= previous) & (log.chunk >= previous - _carried_chunks(phi_decay))
+    latest = None
+    for chunk, rows in iter_chunks(log.chunk[carried]):
+        rows = np.flatnonzero(carried)[rows]
+        latest = _latest_chunk(chunk, log.item[rows], log.item[rows], log.z[rows],
+                               np.ones(rows.shape[0]), log.n_interests, phi_decay, latest)
+    weight, base = _interest_weights(indptr, k, theta, beta, latest)
+    # the users' recent items, as fit leaves them
+    mine = before & (rank[log.user] >= 0)
+    recent = _recent_items(rank[log.user[mine]], log.item[mine], log.chunk[mine],
+                           decay ** (latest.chunk - log.chunk[mine]), users.shape[0])
+    r_ptr, r_item, r_u = _recent_distributions(recent[0], recent[1], recent[3],
+                                               np.arange(users.shape[0]))
+    share_weight = (np.diff(indptr) == 0).astype(np.float64)
+    share = latest.item_count / latest.item_count.sum()
+    hits, ranks = personal_ranks(
+        indptr, k, weight, base, share_weight, np.asarray(grid, np.float64), r_ptr, r_item,
+        r_u, rel_ptr, pair_item, latest.phi_indptr, latest.phi_item, latest.phi_count,
+        latest.item_count, share, latest.items, latest.popular_order, m, n_threads)
+    return np.diff(rel_ptr), hits, ranks
+
+
+def _select_personal_weight(log: _TrainingLog, grid=PERSONAL_GRID, *, alpha, beta,
+                            phi_decay, window, decay, last_chunks=4, m=100, max_users=4000,
+                            n_jobs=None):
+    """The personal weight of ``grid`` with the best held-out MRR@``m`` that costs no
+    held-out recall@``m``.
+
+    Each of the last ``last_chunks`` chunks ``c`` of the training log (those with a chunk
+    before them) is held out: the state `fit` leaves on the chunks before it (supports,
+    ``phi`` of the chunk before under ``phi_decay``, recent items) ranks ``m`` items for
+    the users of chunk ``c`` with a recent item (at most ``max_users``, evenly spread),
+    with every weight, as `recommend` does. A weight scores the mean recall@``m`` and
+    MRR@``m`` over those (user, chunk) points; among the weights that keep at least
+    ``RECALL_KEPT`` of the recall of 0, the one with the best MRR wins, ties to the smaller
+    weight. The
+    weights must be below 1. Returns the weight and ``{weight: (recall, mrr)}``; 0 and
+    an empty dict when no chunk has such a point.
+    """
+    present = distinct(log.chunk)
+    held_out = present[1:][-last_chunks:]
+    previous = present[np.searchsorted(present, held_out) - 1]
+    recall = np.zeros(len(grid))
+    mrr = np.zeros(len(grid))
+    n_points = 0
+    if held_out.shape[0] == 0:
+        return 0.0, {}
+    # only the chunks the held-out states read
+    reach = max(window - 1, _carried_chunks(phi_decay))
+    rows = log.chunk >= previous.min() - reach
+    log = replace(log, user=log.user[rows], item=log.item[rows], chunk=log.chunk[rows],
+                  z=log.z[rows])
+    with _numba_threads(n_jobs) as threads:
+        for c, before in zip(held_out, previous, strict=True):
+            found = _held_out_personal_ranks(
+                log, int(c), int(before), grid, alpha=alpha, beta=beta, phi_decay=phi_decay,
+                window=window, decay=decay, m=m, max_users=max_users, n_threads=threads)
+            if found is None:
+                continue
+            n_relevant, hits, ranks = found
+            recall += (hits / n_relevant[:, None]).sum(axis=0)
+            mrr += np.divide(1.0, ranks, out=np.zeros(ranks.shape), where=ranks > 0).sum(axis=0)
+            n_points += n_relevant.shape[0]
+    if n_points == 0:
+        return 0.0, {}
+    recall, mrr = recall / n_points, mrr / n_points
+    scores = {float(lam): (float(r), float(q)) for lam, r, q in zip(grid, recall, mrr,
+                                                                     strict=True)}
+    floor = RECALL_KEPT * scores[0.0][0] if 0.0 in scores else -np.inf
+    best, best_mrr = 0.0, -np.inf
+    for lam in sorted(scores):
+        r, q = scores[lam]
+        if r >= floor and q > best_mrr:
+            best, best_mrr = lam, q
+    return best, scores
 
 
 def _select_phi_decay(user, item, chunk, n_items, grid=PHI_DECAY_GRID, *, last_chunks=8,

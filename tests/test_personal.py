@@ -28,6 +28,9 @@ from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans
+from sklearn_micro import micro as micro_module
+from sklearn_micro._kernels.topm import personal_ranks, personal_topm
+from sklearn_micro._log import check_log
 from sklearn_micro.datasets import make_engagements
 
 
@@ -271,16 +274,104 @@ def _prototypes():
     return _quality_prototypes
 
 
+def _interests_of(log, n_interests=8):
+    items = np.unique(log.item)
+    return items, items % n_interests
+
+
 @pytest.mark.parametrize("seed", [0, 1])
-def test_learned_and_auto_equal_the_prototypes(seed):
+def test_auto_equals_the_prototype(seed):
     proto = _prototypes()
     log = make_engagements(n_users=300, n_items=900, n_chunks=12, n_interests=8,
                            n_engagements=6000, random_state=seed)
     model = MiCRO(personal="learned", phi_decay="auto", personal_window=4, random_state=0)
-    model.fit(log, item_interest=(np.unique(log.item), np.unique(log.item) % 8))
-    assert model.personal_weight_ == proto.training_repeat_rate(log, window=4)
+    model.fit(log, item_interest=_interests_of(log))
     assert model.phi_decay_ == proto.select_phi_decay(log, (0.0, 0.1, 0.25, 0.5, 0.75, 0.9))[0]
-    assert model.personal_weight_ > 0
+
+
+def _selection(model, log):
+    """`_select_personal_weight` on ``log`` with ``model``'s settings, every user ranked."""
+    u = model.user_ids_.lookup(log.user)
+    i = model.item_ids_.lookup(log.item)
+    z = model.item_interest_[i]
+    indptr, k, count = micro_module._counts_csr(u, z, len(model.user_ids_), model.n_interests_)
+    training = micro_module._TrainingLog(u, i, np.asarray(log.chunk), z, indptr, k, count,
+                                         len(model.item_ids_), model.n_interests_)
+    return micro_module._select_personal_weight(
+        training, alpha=model.alpha, beta=model.beta, phi_decay=model.phi_decay_,
+        window=model.personal_window, decay=model.personal_decay, max_users=10**9)
+
+
+def _brute_force_selection(log, interests, model, grid=micro_module.PERSONAL_GRID):
+    """Each of the last 4 chunks held out: MiCRO fitted on the chunks before it with each
+    weight (the paper's model for 0), its recommend scored on the users with a recent item,
+    the weight chosen by the documented rule."""
+    from sklearn_micro.metrics import mrr_at, recall_at
+
+    chunks = np.unique(log.chunk)
+    sums = np.zeros((len(grid), 2))
+    n_points = 0
+    for c, before in zip(chunks[1:][-4:], chunks[:-1][-4:], strict=True):
+        train = log.take(np.flatnonzero(log.chunk <= before))
+        now = log.take(np.flatnonzero(log.chunk == c))
+        window = (train.chunk > before - model.personal_window)
+        users = np.intersect1d(np.unique(now.user), np.unique(train.user[window]))
+        relevant = [set(now.item[now.user == user].tolist()) for user in users]
+        for g, lam in enumerate(grid):
+            fitted_before = MiCRO(personal=lam, personal_window=model.personal_window,
+                                  personal_decay=model.personal_decay,
+                                  phi_decay=model.phi_decay_).fit(train, item_interest=interests)
+            items = fitted_before.recommend(users, 100)[0]
+            sums[g] += [recall_at(items, relevant, 100).sum(), mrr_at(items, relevant, 100).sum()]
+        n_points += users.shape[0]
+    scores = {float(lam): tuple(sums[g] / n_points) for g, lam in enumerate(grid)}
+    allowed = [lam for lam in scores
+               if scores[lam][0] >= micro_module.RECALL_KEPT * scores[0.0][0]]
+    best = max(allowed, key=lambda lam: (scores[lam][1], -lam))
+    return best, scores
+
+
+@pytest.mark.parametrize("seed, n_interests", [(0, 8), (1, 40), (2, 8)])
+def test_learned_weight_equals_a_brute_force_selection(seed, n_interests):
+    log = make_engagements(n_users=200, n_items=600, n_chunks=10, n_interests=8,
+                           n_engagements=4000, random_state=seed)
+    interests = _interests_of(log, n_interests)
+    model = MiCRO(personal="learned", phi_decay="auto", personal_window=3, random_state=0)
+    model.fit(log, item_interest=interests)
+    best, scores = _selection(model, log)
+    want_best, want_scores = _brute_force_selection(log, interests, model)
+    assert best == want_best
+    assert scores.keys() == want_scores.keys()
+    for lam in scores:
+        np.testing.assert_allclose(scores[lam], want_scores[lam], rtol=1e-12, atol=1e-12)
+
+
+def test_learned_weight_is_zero_without_repeats_and_positive_with_only_repeats():
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(60), 4)
+    # every engagement a new item: nothing to come back to
+    fresh = np.column_stack([np.tile(users, 8), np.arange(8 * 240),
+                             np.repeat(np.arange(8), 240)])
+    model = MiCRO(random_state=0).fit(fresh, item_interest=(np.arange(8 * 240),
+                                                            rng.integers(0, 5, 8 * 240)))
+    assert model.personal_weight_ == 0.0
+    # every user engages the same four items of its own in every chunk
+    own = np.column_stack([np.tile(users, 8), np.tile(np.arange(240), 8),
+                           np.repeat(np.arange(8), 240)])
+    model = MiCRO(random_state=0).fit(own, item_interest=(np.arange(240),
+                                                          rng.integers(0, 5, 240)))
+    assert model.personal_weight_ > 0.0
+    best, scores = _selection(model, check_log(own))
+    assert best == model.personal_weight_
+    assert scores[best][0] == 1.0 and scores[best][1] > scores[0.0][1]
+
+
+def test_selection_is_deterministic_and_independent_of_threads():
+    log = make_engagements(n_users=300, n_items=900, n_chunks=12, n_interests=8,
+                           n_engagements=6000, random_state=3)
+    fits = [MiCRO(n_jobs=n_jobs, random_state=seed).fit(log, item_interest=_interests_of(log))
+            for n_jobs, seed in ((1, 0), (2, 1), (-1, 0))]
+    assert len({model.personal_weight_ for model in fits}) == 1
 
 
 def _personal_pipeline(personal):
@@ -307,3 +398,103 @@ def test_skops_round_trip_with_recent_items(tmp_path):
     b = back.recommend([0, 1, 2, 3, 99], 7)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
+
+
+@st.composite
+def ranking_inputs(draw):
+    """Random inputs of the personal kernels, with small integer counts and weights so that
+    scores tie often."""
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    n_global = draw(st.integers(2, 40))
+    chunk_items = np.sort(rng.choice(n_global, rng.integers(1, n_global + 1), replace=False))
+    n_local = chunk_items.shape[0]
+    item_pop = rng.integers(1, 4, n_local).astype(np.float64)
+    n_k = int(rng.integers(1, 5))
+    phi_rows = [np.sort(rng.choice(n_local, rng.integers(0, n_local + 1), replace=False))
+                for _ in range(n_k)]
+    phi_ptr = np.concatenate([[0], np.cumsum([len(r) for r in phi_rows])]).astype(np.int64)
+    phi_item = np.concatenate(phi_rows).astype(np.int64)
+    phi_cnt = rng.integers(1, 3, phi_item.shape[0]).astype(np.float64)
+    n = int(rng.integers(1, 8))
+    q_rows = [rng.choice(n_k, rng.integers(0, n_k + 1), replace=False) for _ in range(n)]
+    q_ptr = np.concatenate([[0], np.cumsum([len(r) for r in q_rows])]).astype(np.int64)
+    q_k = np.concatenate(q_rows).astype(np.int64)
+    q_w = rng.choice([0.25, 0.5], q_k.shape[0])
+    q_base = rng.choice([0.0, 0.125], n)
+    q_share = (np.diff(q_ptr) == 0).astype(np.float64)
+    r_rows = [np.sort(rng.choice(n_global, rng.integers(0, min(4, n_global + 1)), replace=False))
+              for _ in range(n)]
+    r_ptr = np.concatenate([[0], np.cumsum([len(r) for r in r_rows])]).astype(np.int64)
+    r_item = np.concatenate(r_rows).astype(np.int64)
+    r_w = rng.choice([0.25, 0.5, 1.0], r_item.shape[0])
+    lam = rng.choice([0.0, 0.25, 0.5], n)
+    seen_rows = [np.sort(rng.choice(n_global, rng.integers(0, 3), replace=False))
+                 for _ in range(n)]
+    seen_ptr = np.concatenate([[0], np.cumsum([len(r) for r in seen_rows])]).astype(np.int64)
+    seen_items = np.concatenate(seen_rows).astype(np.int64)
+    pop_order = np.lexsort((chunk_items, -item_pop))
+    return dict(q_ptr=q_ptr, q_k=q_k, q_w=q_w, q_base=q_base, q_share=q_share, lam=lam,
+                r_ptr=r_ptr, r_item=r_item, r_w=r_w, phi_ptr=phi_ptr, phi_item=phi_item,
+                phi_cnt=phi_cnt, item_pop=item_pop, item_share=item_pop / item_pop.sum(),
+                chunk_items=chunk_items, pop_order=pop_order, seen_ptr=seen_ptr,
+                seen_items=seen_items, m=int(rng.integers(1, n_global + 2)))
+
+
+def sorted_candidates(x, r, lam):
+    """Every candidate of row r with its score, best first: the order of ranking, from a
+    sort of all of them."""
+    acc = np.zeros(x["chunk_items"].shape[0])
+    for q in range(x["q_ptr"][r], x["q_ptr"][r + 1]):
+        k, w = x["q_k"][q], x["q_w"][q]
+        for p in range(x["phi_ptr"][k], x["phi_ptr"][k + 1]):
+            acc[x["phi_item"][p]] += w * x["phi_cnt"][p]
+    recent = dict(zip(x["r_item"][x["r_ptr"][r]:x["r_ptr"][r + 1]].tolist(),
+                      x["r_w"][x["r_ptr"][r]:x["r_ptr"][r + 1]].tolist(), strict=True))
+    keep = 1.0 - lam
+    rows = []
+    for li, item in enumerate(x["chunk_items"].tolist()):
+        s = keep * (x["q_base"][r] + x["q_share"][r] * x["item_share"][li] + acc[li]) \
+            + lam * recent.pop(item, 0.0)
+        rows.append((-s, -x["item_pop"][li], item))
+    rows += [(-(lam * w), -0.0, item) for item, w in recent.items()]
+    seen = set(x["seen_items"][x["seen_ptr"][r]:x["seen_ptr"][r + 1]].tolist())
+    return [(item, -s, -pop) for s, pop, item in sorted(rows) if item not in seen]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs())
+def test_personal_topm_equals_a_sort_of_every_candidate(x):
+    items, scores = personal_topm(
+        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
+        x["r_item"], x["r_w"], x["phi_ptr"], x["phi_item"], x["phi_cnt"], x["item_pop"],
+        x["item_share"], x["chunk_items"], x["pop_order"], x["seen_ptr"], x["seen_items"],
+        x["m"], 2)
+    for r in range(items.shape[0]):
+        want = sorted_candidates(x, r, x["lam"][r])[:x["m"]]
+        assert items[r, :len(want)].tolist() == [item for item, _, _ in want]
+        assert scores[r, :len(want)].tolist() == [s for _, s, _ in want]
+        assert (items[r, len(want):] == -1).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs(), st.data())
+def test_personal_ranks_equal_the_ranks_of_a_sort(x, data):
+    lams = np.array([0.0, 0.25, 0.5, 0.75])
+    n = x["q_ptr"].shape[0] - 1
+    n_global = int(max(x["chunk_items"].max(), x["r_item"].max(initial=0))) + 1
+    rel_rows = [np.sort(data.draw(st.lists(st.integers(0, n_global), max_size=4, unique=True)))
+                for _ in range(n)]
+    rel_ptr = np.concatenate([[0], np.cumsum([len(r) for r in rel_rows])]).astype(np.int64)
+    rel_item = np.concatenate(rel_rows).astype(np.int64)
+    hits, rank = personal_ranks(
+        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], lams, x["r_ptr"],
+        x["r_item"], x["r_w"], rel_ptr, rel_item, x["phi_ptr"], x["phi_item"], x["phi_cnt"],
+        x["item_pop"], x["item_share"], x["chunk_items"], x["pop_order"], x["m"], 2)
+    unseen = dict(x, seen_ptr=np.zeros(n + 1, np.int64), seen_items=np.empty(0, np.int64))
+    for r in range(n):
+        for g, lam in enumerate(lams):
+            top = [item for item, _, _ in sorted_candidates(unseen, r, lam)[:x["m"]]]
+            found = [j + 1 for j, item in enumerate(top) if item in set(rel_rows[r].tolist())]
+            assert hits[r, g] == len(found)
+            assert rank[r, g] == (found[0] if found else 0)

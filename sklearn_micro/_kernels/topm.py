@@ -185,6 +185,119 @@ def _offer(hs, hp, hi, size, m, s, pop, item):
     return size, False
 
 
+@njit(cache=True)
+def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item, phi_cnt,
+                         chunk_items, acc, mark, touched, recent_local):
+    """Score row r's interests into ``acc`` and find its recent items in the chunk.
+
+    The local items with a count in one of the row's interests get ``acc[li] = sum_k
+    q_w[k] * phi_cnt[k, li]``, ``mark[li] = 1`` and a place in ``touched`` (their number
+    is returned); the row's recent items of the chunk get ``mark[li] = 2`` and their local
+    index in ``recent_local`` (-1 for a recent item outside the chunk).
+    """
+    n_local = chunk_items.shape[0]
+    nt = 0
+    for q in range(q_ptr[r], q_ptr[r + 1]):
+        k = q_k[q]
+        w = q_w[q]
+        for p in range(phi_ptr[k], phi_ptr[k + 1]):
+            li = phi_item[p]
+            if mark[li] == 0:
+                mark[li] = 1
+                touched[nt] = li
+                nt += 1
+            acc[li] += w * phi_cnt[p]
+    for p in range(r_ptr[r], r_ptr[r + 1]):
+        item = r_item[p]
+        li = lower_bound(chunk_items, 0, n_local, item)
+        if li < n_local and chunk_items[li] == item:
+            mark[li] = 2
+            recent_local[p - r_ptr[r]] = li
+        else:
+            recent_local[p - r_ptr[r]] = -1
+    return nt
+
+
+@njit(cache=True)
+def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, touched, nt,
+                     recent_local, item_pop, item_share, chunk_items, pop_order,
+                     seen_indptr, seen_items, hs, hp, hi, m):
+    """The top-m of ``s(i)`` for row r into the heap ``hs, hp, hi``, after
+    `_personal_candidates`; returns its size.
+
+    ``s(i) = (1 - lam) * (base + share_weight * item_share[li] + acc[li]) + lam * r_w(i)``
+    for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it. An item the
+    heap cannot take is known by its score alone, before its popularity and index are
+    read; the order of the offers does not change the top m (the order of ranking is
+    total).
+    """
+    lo = seen_indptr[r]
+    hi_seen = seen_indptr[r + 1]
+    keep = 1.0 - lam
+    size = 0
+    for p in range(r_ptr[r], r_ptr[r + 1]):
+        li = recent_local[p - r_ptr[r]]
+        if li >= 0:
+            item = chunk_items[li]
+            s = keep * (base + share_weight * item_share[li] + acc[li]) + lam * r_w[p]
+            pop = item_pop[li]
+        else:
+            item = r_item[p]
+            s = lam * r_w[p]
+            pop = 0.0
+        if not (hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item)):
+            size, _ = _offer(hs, hp, hi, size, m, s, pop, item)
+    for t in range(nt):
+        li = touched[t]
+        if mark[li] == 2:
+            continue
+        # share_weight * item_share adds exactly 0.0 when the weight is 0
+        if share_weight == 0.0:
+            s = keep * (base + acc[li])
+        else:
+            s = keep * (base + share_weight * item_share[li] + acc[li])
+        if size == m and s < hs[0]:
+            continue
+        item = chunk_items[li]
+        if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+            continue
+        size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+    # the other items of the chunk, in popularity order, while they can enter
+    for j in range(pop_order.shape[0]):
+        li = pop_order[j]
+        if mark[li] != 0:
+            continue
+        s = keep * (base + share_weight * item_share[li])
+        if size == m and s < hs[0]:
+            break
+        item = chunk_items[li]
+        if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+            continue
+        size, kept = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+        if not kept:
+            break
+    return size
+
+
+@njit(cache=True)
+def _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local):
+    for t in range(nt):
+        li = touched[t]
+        acc[li] = 0.0
+        mark[li] = 0
+    for p in range(r_ptr[r + 1] - r_ptr[r]):
+        if recent_local[p] >= 0:
+            mark[recent_local[p]] = 0
+
+
+@njit(cache=True)
+def _max_row(indptr):
+    out = 0
+    for r in range(indptr.shape[0] - 1):
+        out = max(out, indptr[r + 1] - indptr[r])
+    return out
+
+
 @njit(cache=True, parallel=True)
 def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                   phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items, pop_order,
@@ -209,63 +322,23 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     items = np.full((n, m), -1, np.int64)
     scores = np.full((n, m), -np.inf)
     n_blocks = max(1, min(n, n_threads))
+    max_recent = _max_row(r_ptr)
     for b in prange(n_blocks):
         acc = np.zeros(n_local)
-        rec = np.zeros(n_local)
-        mark = np.zeros(n_local, np.bool_)
+        mark = np.zeros(n_local, np.uint8)
         touched = np.empty(n_local, np.int64)
+        recent_local = np.empty(max_recent, np.int64)
         hs = np.empty(m)
         hp = np.empty(m)
         hi = np.empty(m, np.int64)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            lo = seen_indptr[r]
-            hi_seen = seen_indptr[r + 1]
-            keep = 1.0 - lam[r]
-            size = 0
-            nt = 0
-            for q in range(q_ptr[r], q_ptr[r + 1]):
-                k = q_k[q]
-                w = q_w[q]
-                for p in range(phi_ptr[k], phi_ptr[k + 1]):
-                    li = phi_item[p]
-                    if not mark[li]:
-                        mark[li] = True
-                        touched[nt] = li
-                        nt += 1
-                    acc[li] += w * phi_cnt[p]
-            for p in range(r_ptr[r], r_ptr[r + 1]):
-                item = r_item[p]
-                li = lower_bound(chunk_items, 0, n_local, item)
-                if li < n_local and chunk_items[li] == item:
-                    if not mark[li]:
-                        mark[li] = True
-                        touched[nt] = li
-                        nt += 1
-                    rec[li] = r_w[p]
-                elif not (hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item)):
-                    size, _ = _offer(hs, hp, hi, size, m, lam[r] * r_w[p], 0.0, item)
-            for t in range(nt):
-                li = touched[t]
-                item = chunk_items[li]
-                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
-                    continue
-                s = keep * (q_base[r] + q_share[r] * item_share[li] + acc[li]) \
-                    + lam[r] * rec[li]
-                size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
-            for j in range(pop_order.shape[0]):
-                li = pop_order[j]
-                item = chunk_items[li]
-                if mark[li] or (hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item)):
-                    continue
-                s = keep * (q_base[r] + q_share[r] * item_share[li])
-                size, kept = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
-                if not kept:
-                    break
-            for t in range(nt):
-                li = touched[t]
-                acc[li] = 0.0
-                rec[li] = 0.0
-                mark[li] = False
+            nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item,
+                                      phi_cnt, chunk_items, acc, mark, touched, recent_local)
+            size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
+                                    acc, mark, touched, nt, recent_local, item_pop,
+                                    item_share, chunk_items, pop_order, seen_indptr,
+                                    seen_items, hs, hp, hi, m)
+            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
             for j in range(size - 1, -1, -1):
                 items[r, j] = hi[0]
                 scores[r, j] = hs[0]
@@ -275,3 +348,83 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                 hi[0] = hi[last]
                 _sift_down(hs, hp, hi, 0, last)
     return items, scores
+
+
+@njit(cache=True, parallel=True)
+def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, rel_ptr,
+                   rel_item, phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items,
+                   pop_order, m, n_threads):
+    """Where each row's relevant items land in `personal_topm`'s top m, for every weight.
+
+    The rows, interests, recent items and chunk are `personal_topm`'s (nothing is seen);
+    ``rel_item[rel_ptr[r]:rel_ptr[r+1]]`` are row r's relevant items (sorted global
+    indices). For each weight ``lams[g]`` below 1 (the row's ``lam``), returns ``hits[r,
+    g]``, the relevant items among the top m, and ``rank[r, g]``, the rank (from 1) of the
+    first of them, 0 if none: what the top m of ``personal_topm`` with that weight gives.
+
+    A row's interests are scored once. The items of its interests that are not recent are
+    ranked the same by every weight (their score is ``(1 - lam)`` times a score ``x``
+    without it), so only those whose ``x`` is within rounding of the m-th best ``x`` or
+    above can enter a top m: each weight ranks those, the recent items and the chunk's
+    other items, as `personal_topm` does.
+    """
+    n = q_ptr.shape[0] - 1
+    n_local = chunk_items.shape[0]
+    n_lams = lams.shape[0]
+    hits = np.zeros((n, n_lams), np.int64)
+    rank = np.zeros((n, n_lams), np.int64)
+    no_seen_ptr = np.zeros(n + 1, np.int64)
+    no_seen = np.empty(0, np.int64)
+    n_blocks = max(1, min(n, n_threads))
+    max_recent = _max_row(r_ptr)
+    for b in prange(n_blocks):
+        acc = np.zeros(n_local)
+        mark = np.zeros(n_local, np.uint8)
+        touched = np.empty(n_local, np.int64)
+        leading = np.empty(n_local, np.int64)
+        recent_local = np.empty(max_recent, np.int64)
+        hs = np.empty(m)
+        hp = np.empty(m)
+        hi = np.empty(m, np.int64)
+        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item,
+                                      phi_cnt, chunk_items, acc, mark, touched, recent_local)
+            # the m-th best x of the interests' items that are not recent
+            size = 0
+            for t in range(nt):
+                li = touched[t]
+                if mark[li] == 2:
+                    continue
+                x = q_base[r] + q_share[r] * item_share[li] + acc[li]
+                if size == m and x < hs[0]:
+                    continue
+                size, _ = _offer(hs, hp, hi, size, m, x, item_pop[li], chunk_items[li])
+            bound = hs[0] * (1.0 - 1e-12) if size == m else -np.inf
+            n_leading = 0
+            for t in range(nt):
+                li = touched[t]
+                if mark[li] != 2 and q_base[r] + q_share[r] * item_share[li] + acc[li] >= bound:
+                    leading[n_leading] = li
+                    n_leading += 1
+            lo = rel_ptr[r]
+            hi_rel = rel_ptr[r + 1]
+            for g in range(n_lams):
+                size = _personal_select(r, lams[g], q_base[r], q_share[r], r_ptr, r_item,
+                                        r_w, acc, mark, leading, n_leading, recent_local,
+                                        item_pop, item_share, chunk_items, pop_order,
+                                        no_seen_ptr, no_seen, hs, hp, hi, m)
+                best = -1
+                for e in range(size):
+                    if hi_rel > lo and _is_seen(rel_item, lo, hi_rel, hi[e]):
+                        hits[r, g] += 1
+                        if best < 0 or _worse(hs[best], hp[best], hi[best],
+                                              hs[e], hp[e], hi[e]):
+                            best = e
+                if best >= 0:
+                    ahead = 0
+                    for e in range(size):
+                        if _worse(hs[best], hp[best], hi[best], hs[e], hp[e], hi[e]):
+                            ahead += 1
+                    rank[r, g] = ahead + 1
+            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
+    return hits, rank
