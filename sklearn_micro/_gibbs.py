@@ -19,11 +19,11 @@ same on threads and on a cluster.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
-from joblib import Parallel, delayed
 
 from ._kernels import sampler
 
@@ -249,7 +249,7 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
 @contextmanager
 def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
     """Where the partitions are sampled: on a Dask cluster inside joblib's Dask backend
-    (`sklearn_micro._dask`), else with joblib's active backend, threads by default.
+    (`sklearn_micro._dask`), else on the threads of a pool kept for the chunk's sweeps.
     Yields ``sweep(seeds, counts, z, beta, i_beta)``, which returns `sample_partition`'s
     result for each partition, in order."""
     from ._dask import active_client, on_cluster
@@ -259,16 +259,20 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
         with on_cluster(client, layout, partitions) as sweep:
             yield sweep
         return
-    with Parallel(n_jobs=len(partitions), prefer="threads") as parallel:
+    # a pool of its own for the chunk: a sweep is a few milliseconds, and joblib's dispatch
+    # of each sweep's tasks cost about as much
+    with ThreadPoolExecutor(len(partitions), thread_name_prefix="micro-sweep") as pool:
         def sweep(seeds, counts, z, beta, i_beta):
-            return parallel(
-                delayed(sample_partition)(
+            tasks = [
+                pool.submit(
+                    sample_partition,
                     seed, part.engagement_user, part.entry_ptr, part.entry_of,
                     part.support_ptr, layout.support_interest[part.supports],
                     layout.support_prior[part.supports], counts.user_count[part.supports],
                     z[part.engagements], counts.entry_count[part.entries],
                     counts.interest_count, beta, i_beta)
-                for seed, part in zip(seeds, partitions, strict=True))
+                for seed, part in zip(seeds, partitions, strict=True)]
+            return [task.result() for task in tasks]
         yield sweep
 
 
