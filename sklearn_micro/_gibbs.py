@@ -27,8 +27,8 @@ import numpy as np
 
 from ._kernels import sampler
 
-__all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "partition_layout",
-           "run_chain", "sample_partition"]
+__all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "n_partitions",
+           "partition_layout", "run_chain", "sample_partition"]
 
 # the chain has converged when the mean log-likelihood of the last WINDOW sweeps improves on
 # the WINDOW sweeps before by less than tol, relative to its magnitude
@@ -213,18 +213,33 @@ def sweep_seed(chunk_seed: int, pass_: int, sweep: int, partition: int) -> int:
                .generate_state(1)[0])
 
 
+# a partition is given at least this many support entries to visit a sweep: below it the
+# sweep's dispatch, copies and merge cost more than a second thread saves (a chunk of 74k
+# engagements and about 1.8M entries ran 0.56 s on one partition and 0.69 s on two, one of
+# 368k and about 11M entries 8.7 s and 8.4 s; docs/scale.md)
+MIN_PARTITION_WORK = 1 << 22
+
+
+def n_partitions(layout: ChunkLayout, n_jobs: int) -> int:
+    """How many partitions a chunk is sampled in: ``n_jobs``, or fewer so that each visits
+    at least `MIN_PARTITION_WORK` support entries a sweep (at least one)."""
+    work = int(layout.entry_ptr[-1])
+    return max(1, min(n_jobs, work // MIN_PARTITION_WORK)) if MIN_PARTITION_WORK else n_jobs
+
+
 def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: float,
               max_sweeps: int, tol: float, chunk_seed: int, pass_: int = 0,
               n_jobs: int = 1) -> list[float]:
     """Gibbs sweeps until converged or ``max_sweeps``; ``counts`` and ``z`` are updated in
     place. Returns the log-likelihood after each sweep.
 
-    With one partition the sweep runs in place; with more, each partition samples against
-    its own copy of the counts on a thread (inside joblib's Dask backend, on a worker of
-    the cluster, see `sklearn_micro._dask`), and the deltas are merged after the sweep.
+    The chunk is split into `n_partitions` partitions. With one partition the sweep runs
+    in place; with more, each partition samples against its own copy of the counts on a
+    thread (inside joblib's Dask backend, on a worker of the cluster, see
+    `sklearn_micro._dask`), and the deltas are merged after the sweep.
     """
     i_beta = layout.n_items * beta
-    partitions = partition_layout(layout, n_jobs)
+    partitions = partition_layout(layout, n_partitions(layout, n_jobs))
     trace: list[float] = []
     with _partition_sweeps(layout, partitions) as sweep_partitions:
         for sweep in range(max_sweeps):

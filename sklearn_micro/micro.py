@@ -129,10 +129,14 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         Parallel work. The sampler splits a chunk's users into ``n_jobs`` partitions of
         about equal work and samples them at once on threads, each against its own copy
         of the (item, interest) counts it touches; the copies' changes are merged after
-        every sweep (AD-LDA, Newman et al. 2009). `recommend` ranks users on ``n_jobs``
-        threads. None means 1 unless in a `joblib.parallel_config` context; -1 means all
-        processors. Results are deterministic for a given ``random_state`` and
-        ``n_jobs``; different ``n_jobs`` give different chains of the same quality.
+        every sweep (AD-LDA, Newman et al. 2009). A chunk gets fewer partitions when each
+        would visit fewer than 2**22 (about 4.2 million) support entries a sweep, where a
+        second thread costs more than it saves: a small chunk is sampled as one chain
+        whatever ``n_jobs`` (for users of 25 interests, below about 170,000
+        engagements). `recommend` ranks users on ``n_jobs`` threads. None means 1 unless
+        in a `joblib.parallel_config` context; -1 means all processors. Results are
+        deterministic for a given ``random_state`` and ``n_jobs``; different ``n_jobs``
+        give different chains of the same quality.
         Inside ``joblib.parallel_config(backend="dask")`` the partitions are sampled on
         the cluster's workers, with the same results as on threads; None or -1 then means
         the cluster's worker threads (see docs/dask.md).

@@ -31,6 +31,7 @@ from sklearn_micro import (  # noqa: E402
     MiCRO,
     PopularityRecommender,
     SphericalKMeans,
+    _gibbs,  # noqa: E402
 )
 from sklearn_micro._dask import recommend_on_cluster, resolve_n_jobs  # noqa: E402
 from sklearn_micro._gibbs import run_chain  # noqa: E402
@@ -234,6 +235,8 @@ def test_grid_search_over_k_on_the_cluster_equals_the_local_search(client):
     """The search's fits and scorers run on the workers, and the samplers of their
     `partial_fit` submit their sweeps to the cluster from there."""
     local = _search()
+    # the fits run in the workers' processes: there too, the small chunks get partitions
+    client.run(setattr, _gibbs, "MIN_PARTITION_WORK", 0)
     with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
         remote = _search()
     keys = [task["key"] for task in tasks.data]

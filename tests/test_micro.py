@@ -407,6 +407,39 @@ def test_parallel_sampler_is_deterministic_per_seed_and_n_jobs():
     assert not np.array_equal(one.phi_count_, models[0].phi_count_)
 
 
+def test_small_chunks_are_sampled_as_one_chain(monkeypatch):
+    """Below MIN_PARTITION_WORK support entries per partition a chunk gets fewer partitions:
+    one for this small chunk, which then samples exactly the n_jobs=1 chain."""
+    import sklearn_micro._gibbs as gibbs
+
+    train, interests, chunk, _ = _generated()
+    layout_work = {}
+    real = gibbs.partition_layout
+
+    def spy(layout, n):
+        layout_work[n] = int(layout.entry_ptr[-1])
+        return real(layout, n)
+
+    monkeypatch.setattr(gibbs, "partition_layout", spy)
+    monkeypatch.setattr(gibbs, "MIN_PARTITION_WORK", 1 << 22)
+    models = [MiCRO(random_state=3, n_jobs=n_jobs, max_sweeps=12).fit(
+        train, item_interest=interests).partial_fit(chunk) for n_jobs in (1, 2)]
+    assert list(layout_work) == [1] and 0 < layout_work[1] < 1 << 22
+    # the same chain; the log-likelihood is summed on n_jobs numba threads, in another order
+    ll = [model.__dict__.pop("log_likelihood_") for model in models]
+    models[1].n_jobs = 1
+    assert state(models[0]) == state(models[1])
+    assert ll[0].keys() == ll[1].keys()
+    for chunk_ in ll[0]:
+        np.testing.assert_allclose(ll[0][chunk_], ll[1][chunk_], rtol=1e-12)
+    # a threshold of half the chunk's work gives it two partitions, not n_jobs = 3
+    monkeypatch.setattr(gibbs, "MIN_PARTITION_WORK", layout_work[1] // 2)
+    layout_work.clear()
+    MiCRO(random_state=3, n_jobs=3, max_sweeps=2).fit(
+        train, item_interest=interests).partial_fit(chunk)
+    assert max(layout_work) == 2  # the chunk's passes, each by its own work
+
+
 def test_parallel_sampler_agrees_with_the_sequential_chain():
     """Two partitions merged after every sweep (AD-LDA) reach the sequential chain's
     log-likelihood and next-chunk recall@100 within the spread between seeds."""
