@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from ._kernels import sampler
@@ -241,6 +242,20 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     i_beta = layout.n_items * beta
     partitions = partition_layout(layout, n_partitions(layout, n_jobs))
     trace: list[float] = []
+    # the log-likelihood's parallel sum takes as many threads as there are partitions: a
+    # chunk sampled as one chain gives the n_jobs=1 chain to the last bit
+    threads = numba.get_num_threads()
+    numba.set_num_threads(min(threads, len(partitions)))
+    try:
+        _sweeps(layout, partitions, counts, z, trace, beta, i_beta, max_sweeps, tol,
+                chunk_seed, pass_)
+    finally:
+        numba.set_num_threads(threads)
+    return trace
+
+
+def _sweeps(layout, partitions, counts, z, trace, beta, i_beta, max_sweeps, tol,
+            chunk_seed, pass_) -> None:
     with _partition_sweeps(layout, partitions) as sweep_partitions:
         for sweep in range(max_sweeps):
             seeds = [sweep_seed(chunk_seed, pass_, sweep, p) for p in range(len(partitions))]
@@ -258,7 +273,6 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
                 counts.interest_count, beta, i_beta))
             if _converged(trace, tol):
                 break
-    return trace
 
 
 @contextmanager

@@ -425,13 +425,8 @@ def test_small_chunks_are_sampled_as_one_chain(monkeypatch):
     models = [MiCRO(random_state=3, n_jobs=n_jobs, max_sweeps=12).fit(
         train, item_interest=interests).partial_fit(chunk) for n_jobs in (1, 2)]
     assert list(layout_work) == [1] and 0 < layout_work[1] < 1 << 22
-    # the same chain; the log-likelihood is summed on n_jobs numba threads, in another order
-    ll = [model.__dict__.pop("log_likelihood_") for model in models]
     models[1].n_jobs = 1
-    assert state(models[0]) == state(models[1])
-    assert ll[0].keys() == ll[1].keys()
-    for chunk_ in ll[0]:
-        np.testing.assert_allclose(ll[0][chunk_], ll[1][chunk_], rtol=1e-12)
+    assert state(models[0]) == state(models[1])  # the same chain, to the last bit
     # a threshold of half the chunk's work gives it two partitions, not n_jobs = 3
     monkeypatch.setattr(gibbs, "MIN_PARTITION_WORK", layout_work[1] // 2)
     layout_work.clear()
