@@ -215,15 +215,15 @@ class RecommenderMixin:
         ------
         NotFittedError
             Before ``fit``.
+        ValueError
+            If ``m`` is out of range, ``users`` is not 1-D, or holds ids of another kind
+            than those seen in ``fit`` (or of mixed kinds).
 
         Notes
         -----
         Inside ``joblib.parallel_config(backend="dask")`` with a ``distributed`` client,
         the users are ranked by blocks on the cluster's workers, with the same answer
         (`sklearn_micro._dask.recommend_on_cluster`).
-        ValueError
-            If ``m`` is out of range, ``users`` is not 1-D, or holds ids of another kind
-            than those seen in ``fit`` (or of mixed kinds).
         """
         check_is_fitted(self, "item_ids_")
         if not isinstance(m, Integral) or isinstance(m, bool) or m < 1:
