@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from ._kernels import sampler
+from ._kernels import numba_threads, sampler
 
 __all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "n_partitions",
            "partition_layout", "run_chain", "sample_partition"]
@@ -244,19 +244,8 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     trace: list[float] = []
     # the log-likelihood's parallel sum takes as many threads as there are partitions: a
     # chunk sampled as one chain gives the n_jobs=1 chain to the last bit
-    threads = numba.get_num_threads()
-    numba.set_num_threads(min(threads, len(partitions)))
-    try:
-        _sweeps(layout, partitions, counts, z, trace, beta, i_beta, max_sweeps, tol,
-                chunk_seed, pass_)
-    finally:
-        numba.set_num_threads(threads)
-    return trace
-
-
-def _sweeps(layout, partitions, counts, z, trace, beta, i_beta, max_sweeps, tol,
-            chunk_seed, pass_) -> None:
-    with _partition_sweeps(layout, partitions) as sweep_partitions:
+    with numba_threads(min(numba.get_num_threads(), len(partitions))), \
+            _partition_sweeps(layout, partitions) as sweep_partitions:
         for sweep in range(max_sweeps):
             seeds = [sweep_seed(chunk_seed, pass_, sweep, p) for p in range(len(partitions))]
             if len(partitions) == 1:
@@ -273,6 +262,7 @@ def _sweeps(layout, partitions, counts, z, trace, beta, i_beta, max_sweeps, tol,
                 counts.interest_count, beta, i_beta))
             if _converged(trace, tol):
                 break
+    return trace
 
 
 @contextmanager

@@ -6,7 +6,6 @@ import warnings
 from contextlib import contextmanager
 from numbers import Integral, Real
 
-import numba
 import numpy as np
 from joblib import effective_n_jobs
 from sklearn.base import (
@@ -25,6 +24,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ._dask import ClusterAssignment, active_client, assign_all_on_cluster
+from ._kernels import numba_threads
 from ._kernels.kmeans import (
     best_rows,
     best_rows_grouped,
@@ -52,13 +52,8 @@ def _threads(n_threads: int):
     BLAS products and numba kernels alternate and never run at once, so each may use every
     thread given without oversubscribing the cores.
     """
-    previous = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(n_threads, numba.config.NUMBA_NUM_THREADS)))
-    try:
-        with threadpool_limits(n_threads, user_api="blas"):
-            yield
-    finally:
-        numba.set_num_threads(previous)
+    with numba_threads(n_threads), threadpool_limits(n_threads, user_api="blas"):
+        yield
 
 
 def _normalize_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
@@ -16,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._dask import resolve_n_jobs
 from ._gibbs import build_layout, run_chain
-from ._kernels import sampler
+from ._kernels import numba_threads, sampler
 from ._kernels.topm import fill_remainder, mixture_topm, personal_ranks, personal_topm
 from ._kernels.vocabulary import present_values
 from ._log import (
@@ -47,15 +45,9 @@ PERSONAL_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75)
 RECALL_KEPT = 0.99
 
 
-@contextmanager
 def _numba_threads(n_jobs):
     """numba's threads set to ``n_jobs`` (scikit-learn's meaning) inside the block."""
-    before = numba.get_num_threads()
-    numba.set_num_threads(min(resolve_n_jobs(n_jobs), numba.config.NUMBA_NUM_THREADS))
-    try:
-        yield numba.get_num_threads()
-    finally:
-        numba.set_num_threads(before)
+    return numba_threads(resolve_n_jobs(n_jobs))
 
 
 def _carried_chunks(decay: float) -> int:

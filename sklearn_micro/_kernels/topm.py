@@ -98,6 +98,19 @@ def _sift_up(hs, hp, hi, pos):
             break
 
 
+@njit(cache=True)
+def _drain(hs, hp, hi, size, out_items, out_scores, offset):
+    """Empty a heap of ``size`` entries (worst on top) into ``out_items[:size]`` and
+    ``out_scores[:size]``, best first, each score plus ``offset``."""
+    for j in range(size - 1, -1, -1):
+        out_items[j] = hi[0]
+        out_scores[j] = offset + hs[0]
+        hs[0] = hs[j]
+        hp[0] = hp[j]
+        hi[0] = hi[j]
+        _sift_down(hs, hp, hi, 0, j)
+
+
 @njit(cache=True, parallel=True)
 def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
                  seen_indptr, seen_items, m, n_threads):
@@ -155,14 +168,9 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
                     hi[0] = li
                     _sift_down(hs, hp, hi, 0, size)
             n_filled[r] = size
-            for j in range(size - 1, -1, -1):
-                items[r, j] = chunk_items[hi[0]]
-                scores[r, j] = q_base[r] + hs[0]
-                last = j
-                hs[0] = hs[last]
-                hp[0] = hp[last]
-                hi[0] = hi[last]
-                _sift_down(hs, hp, hi, 0, last)
+            _drain(hs, hp, hi, size, items[r], scores[r], q_base[r])
+            for j in range(size):
+                items[r, j] = chunk_items[items[r, j]]
     return items, scores, n_filled
 
 
@@ -339,14 +347,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                                     item_share, chunk_items, pop_order, seen_indptr,
                                     seen_items, hs, hp, hi, m)
             _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
-            for j in range(size - 1, -1, -1):
-                items[r, j] = hi[0]
-                scores[r, j] = hs[0]
-                last = j
-                hs[0] = hs[last]
-                hp[0] = hp[last]
-                hi[0] = hi[last]
-                _sift_down(hs, hp, hi, 0, last)
+            _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores
 
 

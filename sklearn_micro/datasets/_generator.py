@@ -595,10 +595,7 @@ def iter_engagements(
     item_lifetime : float
         The mean number of chunks an item lives (at least 1).
     item_appeal : float
-        The spread (sigma of the log) of items' appeal, a lognormal of median 1 drawn at an
-        item's birth that weighs its share of its interest in every chunk of its life. 0
-        gives every item the same appeal. The log of ``sklearn-micro reproduce`` takes 1.7,
-        set from the paper's figures (the datasets guide says how).
+        The spread of items' appeal, as for `make_engagements`.
     alpha : float
         The concentration of ``theta_u ~ Dir(alpha)`` on the user's support.
     beta : float
