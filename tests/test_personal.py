@@ -29,7 +29,7 @@ from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro import micro as micro_module
-from sklearn_micro._kernels.topm import personal_ranks, personal_topm
+from sklearn_micro._kernels.topm import mixture_topm, personal_ranks, personal_topm
 from sklearn_micro._log import check_log
 from sklearn_micro.datasets import make_engagements
 
@@ -406,7 +406,7 @@ def ranking_inputs(draw):
     scores tie often."""
     seed = draw(st.integers(0, 2**31 - 1))
     rng = np.random.default_rng(seed)
-    n_global = draw(st.integers(2, 40))
+    n_global = draw(st.integers(2, 60))
     chunk_items = np.sort(rng.choice(n_global, rng.integers(1, n_global + 1), replace=False))
     n_local = chunk_items.shape[0]
     item_pop = rng.integers(1, 4, n_local).astype(np.float64)
@@ -438,7 +438,9 @@ def ranking_inputs(draw):
                 r_ptr=r_ptr, r_item=r_item, r_w=r_w, phi_ptr=phi_ptr, phi_item=phi_item,
                 phi_cnt=phi_cnt, item_pop=item_pop, item_share=item_pop / item_pop.sum(),
                 chunk_items=chunk_items, pop_order=pop_order, seen_ptr=seen_ptr,
-                seen_items=seen_items, m=int(rng.integers(1, n_global + 2)))
+                seen_items=seen_items,
+                # a small m against many candidates takes the kernels' other path
+                m=int(rng.integers(1, 3) if rng.random() < 0.3 else rng.integers(1, n_global + 2)))
 
 
 def sorted_candidates(x, r, lam):
@@ -462,14 +464,19 @@ def sorted_candidates(x, r, lam):
     return [(item, -s, -pop) for s, pop, item in sorted(rows) if item not in seen]
 
 
+# 0: every row's candidates offered one by one to a heap; a large ratio: every row's m-th
+# best score found first (`_keep_best`); the default mixes both
+STREAM_RATIOS = st.sampled_from([0, 16, 10**9])
+
+
 @settings(max_examples=200, deadline=None)
-@given(ranking_inputs())
-def test_personal_topm_equals_a_sort_of_every_candidate(x):
+@given(ranking_inputs(), STREAM_RATIOS)
+def test_personal_topm_equals_a_sort_of_every_candidate(x, stream_ratio):
     items, scores = personal_topm(
         x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
         x["r_item"], x["r_w"], x["phi_ptr"], x["phi_item"], x["phi_cnt"], x["item_pop"],
         x["item_share"], x["chunk_items"], x["pop_order"], x["seen_ptr"], x["seen_items"],
-        x["m"], 2)
+        x["m"], 2, stream_ratio)
     for r in range(items.shape[0]):
         want = sorted_candidates(x, r, x["lam"][r])[:x["m"]]
         assert items[r, :len(want)].tolist() == [item for item, _, _ in want]
@@ -478,8 +485,31 @@ def test_personal_topm_equals_a_sort_of_every_candidate(x):
 
 
 @settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), st.data())
-def test_personal_ranks_equal_the_ranks_of_a_sort(x, data):
+@given(ranking_inputs(), STREAM_RATIOS)
+def test_mixture_topm_equals_a_sort_of_the_interests_items(x, stream_ratio):
+    items, scores, n_filled = mixture_topm(
+        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], x["phi_item"],
+        x["phi_cnt"], x["item_pop"], x["chunk_items"], x["seen_ptr"], x["seen_items"], x["m"],
+        2, stream_ratio)
+    for r in range(items.shape[0]):
+        acc = np.zeros(x["chunk_items"].shape[0])
+        for q in range(x["q_ptr"][r], x["q_ptr"][r + 1]):
+            k, w = x["q_k"][q], x["q_w"][q]
+            for p in range(x["phi_ptr"][k], x["phi_ptr"][k + 1]):
+                acc[x["phi_item"][p]] += w * x["phi_cnt"][p]
+        seen = set(x["seen_items"][x["seen_ptr"][r]:x["seen_ptr"][r + 1]].tolist())
+        want = sorted((-acc[li], -x["item_pop"][li], item)
+                      for li, item in enumerate(x["chunk_items"].tolist())
+                      if acc[li] > 0 and item not in seen)[:x["m"]]
+        assert n_filled[r] == len(want)
+        assert items[r, :len(want)].tolist() == [item for _, _, item in want]
+        assert scores[r, :len(want)].tolist() == [x["q_base"][r] - s for s, _, _ in want]
+        assert (items[r, len(want):] == -1).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs(), st.data(), STREAM_RATIOS)
+def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, stream_ratio):
     lams = np.array([0.0, 0.25, 0.5, 0.75])
     n = x["q_ptr"].shape[0] - 1
     n_global = int(max(x["chunk_items"].max(), x["r_item"].max(initial=0))) + 1
@@ -490,7 +520,8 @@ def test_personal_ranks_equal_the_ranks_of_a_sort(x, data):
     hits, rank = personal_ranks(
         x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], lams, x["r_ptr"],
         x["r_item"], x["r_w"], rel_ptr, rel_item, x["phi_ptr"], x["phi_item"], x["phi_cnt"],
-        x["item_pop"], x["item_share"], x["chunk_items"], x["pop_order"], x["m"], 2)
+        x["item_pop"], x["item_share"], x["chunk_items"], x["pop_order"], x["m"], 2,
+        stream_ratio)
     unseen = dict(x, seen_ptr=np.zeros(n + 1, np.int64), seen_items=np.empty(0, np.int64))
     for r in range(n):
         for g, lam in enumerate(lams):

@@ -111,69 +111,6 @@ def _drain(hs, hp, hi, size, out_items, out_scores, offset):
         _sift_down(hs, hp, hi, 0, j)
 
 
-@njit(cache=True, parallel=True)
-def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
-                 seen_indptr, seen_items, m, n_threads):
-    """Exact top-m of ``q_base[r] + sum_k q_w[k] * phi_cnt[k, i]`` for each query row r.
-
-    ``q_*`` is a CSR of each query's interests and weights; ``phi_*`` a CSR from interest to
-    (local item, count) of the latest chunk. Only items with a count in one of the query's
-    interests are scored. Ties go to the more popular item (``item_pop``), then the lower
-    index. Returns global item indices (``chunk_items[local]``), scores and how many slots
-    each row filled.
-    """
-    n = q_ptr.shape[0] - 1
-    n_local = chunk_items.shape[0]
-    items = np.full((n, m), -1, np.int64)
-    scores = np.full((n, m), -np.inf)
-    n_filled = np.zeros(n, np.int64)
-    # one block per thread: each holds item-sized scratch, allocated once per call
-    n_blocks = max(1, min(n, n_threads))
-    for b in prange(n_blocks):
-        acc = np.zeros(n_local)
-        touched = np.empty(n_local, np.int64)
-        hs = np.empty(m)
-        hp = np.empty(m)
-        hi = np.empty(m, np.int64)
-        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            nt = 0
-            for q in range(q_ptr[r], q_ptr[r + 1]):
-                k = q_k[q]
-                w = q_w[q]
-                for p in range(phi_ptr[k], phi_ptr[k + 1]):
-                    li = phi_item[p]
-                    if acc[li] == 0.0:
-                        touched[nt] = li
-                        nt += 1
-                    acc[li] += w * phi_cnt[p]
-            lo = seen_indptr[r]
-            hi_seen = seen_indptr[r + 1]
-            size = 0
-            for t in range(nt):
-                li = touched[t]
-                s = acc[li]
-                acc[li] = 0.0
-                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, chunk_items[li]):
-                    continue
-                pop = item_pop[li]
-                if size < m:
-                    hs[size] = s
-                    hp[size] = pop
-                    hi[size] = li
-                    _sift_up(hs, hp, hi, size)
-                    size += 1
-                elif _worse(hs[0], hp[0], hi[0], s, pop, li):
-                    hs[0] = s
-                    hp[0] = pop
-                    hi[0] = li
-                    _sift_down(hs, hp, hi, 0, size)
-            n_filled[r] = size
-            _drain(hs, hp, hi, size, items[r], scores[r], q_base[r])
-            for j in range(size):
-                items[r, j] = chunk_items[items[r, j]]
-    return items, scores, n_filled
-
-
 @njit(cache=True)
 def _offer(hs, hp, hi, size, m, s, pop, item):
     """Offer an item to the heap of the ``size`` best kept; returns the new size and whether
@@ -191,6 +128,148 @@ def _offer(hs, hp, hi, size, m, s, pop, item):
         _sift_down(hs, hp, hi, 0, size)
         return size, True
     return size, False
+
+
+@njit(cache=True)
+def _select(a, n, k):
+    """Rearrange ``a[:n]`` so that ``a[k]`` is its k-th smallest value (from 0), and return
+    it (quickselect with a median of three; equal values split evenly)."""
+    lo = 0
+    hi = n - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        if a[mid] < a[lo]:
+            a[mid], a[lo] = a[lo], a[mid]
+        if a[hi] < a[lo]:
+            a[hi], a[lo] = a[lo], a[hi]
+        if a[hi] < a[mid]:
+            a[hi], a[mid] = a[mid], a[hi]
+        pivot = a[mid]
+        i = lo
+        j = hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            break
+    return a[k]
+
+
+# Candidates per slot above which a heap fed one by one beats a selection: most candidates
+# then fail against its root. Below it, a heap fed one by one sifts for a good share of
+# them (they often come in rising order), so the m-th best score is found first.
+STREAM_RATIO = 16
+
+
+@njit(cache=True)
+def _keep_best(hs, hp, hi, n, m, scratch):
+    """Turn the ``n`` candidates in ``hs, hp, hi`` into a heap of their best ``min(n, m)``
+    (worst on top); returns its size.
+
+    The m-th best score is found by selection (time linear in ``n``, ``scratch`` holds
+    ``n`` scores) and the heap is built from the candidates not below it alone.
+    """
+    if m <= 0:
+        return 0
+    cut = -np.inf
+    if n > m:
+        scratch[:n] = hs[:n]
+        cut = _select(scratch, n, n - m)
+    size = 0
+    for t in range(n):
+        if hs[t] >= cut:
+            hs[size] = hs[t]
+            hp[size] = hp[t]
+            hi[size] = hi[t]
+            size += 1
+    for j in range(size // 2 - 1, -1, -1):
+        _sift_down(hs, hp, hi, j, size)
+    while size > m:
+        # more than m at the cut's score: the worst of the ties leave
+        size -= 1
+        hs[0] = hs[size]
+        hp[0] = hp[size]
+        hi[0] = hi[size]
+        _sift_down(hs, hp, hi, 0, size)
+    return size
+
+
+@njit(cache=True, parallel=True)
+def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
+                 seen_indptr, seen_items, m, n_threads, stream_ratio=STREAM_RATIO):
+    """Exact top-m of ``q_base[r] + sum_k q_w[k] * phi_cnt[k, i]`` for each query row r.
+
+    ``q_*`` is a CSR of each query's interests and weights; ``phi_*`` a CSR from interest to
+    (local item, count) of the latest chunk. Only items with a count in one of the query's
+    interests are scored. Ties go to the more popular item (``item_pop``), then the lower
+    index. Returns global item indices (``chunk_items[local]``), scores and how many slots
+    each row filled.
+
+    A row with more than ``stream_ratio * m`` candidates offers them one by one to a heap of
+    m; a row with fewer first finds its m-th best score (`_keep_best`). Both give the same
+    lists; 0 makes every row take the first way.
+    """
+    n = q_ptr.shape[0] - 1
+    n_local = chunk_items.shape[0]
+    items = np.full((n, m), -1, np.int64)
+    scores = np.full((n, m), -np.inf)
+    n_filled = np.zeros(n, np.int64)
+    # one block per thread: each holds item-sized scratch, allocated once per call
+    n_blocks = max(1, min(n, n_threads))
+    for b in prange(n_blocks):
+        acc = np.zeros(n_local)
+        touched = np.empty(n_local, np.int64)
+        hs = np.empty(n_local)
+        hp = np.empty(n_local)
+        hi = np.empty(n_local, np.int64)
+        scratch = np.empty(n_local)
+        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            nt = 0
+            for q in range(q_ptr[r], q_ptr[r + 1]):
+                k = q_k[q]
+                w = q_w[q]
+                for p in range(phi_ptr[k], phi_ptr[k + 1]):
+                    li = phi_item[p]
+                    if acc[li] == 0.0:
+                        touched[nt] = li
+                        nt += 1
+                    acc[li] += w * phi_cnt[p]
+            lo = seen_indptr[r]
+            hi_seen = seen_indptr[r + 1]
+            stream = nt > stream_ratio * m
+            size = 0
+            for t in range(nt):
+                li = touched[t]
+                s = acc[li]
+                acc[li] = 0.0
+                if stream and size == m and s < hs[0]:
+                    continue
+                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, chunk_items[li]):
+                    continue
+                if stream:
+                    size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], li)
+                else:
+                    hs[size] = s
+                    hp[size] = item_pop[li]
+                    hi[size] = li
+                    size += 1
+            if not stream:
+                size = _keep_best(hs, hp, hi, size, m, scratch)
+            n_filled[r] = size
+            _drain(hs, hp, hi, size, items[r], scores[r], q_base[r])
+            for j in range(size):
+                items[r, j] = chunk_items[items[r, j]]
+    return items, scores, n_filled
 
 
 @njit(cache=True)
@@ -229,19 +308,19 @@ def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item, p
 @njit(cache=True)
 def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, touched, nt,
                      recent_local, item_pop, item_share, chunk_items, pop_order,
-                     seen_indptr, seen_items, hs, hp, hi, m):
+                     seen_indptr, seen_items, hs, hp, hi, scratch, m, stream_ratio):
     """The top-m of ``s(i)`` for row r into the heap ``hs, hp, hi``, after
     `_personal_candidates`; returns its size.
 
     ``s(i) = (1 - lam) * (base + share_weight * item_share[li] + acc[li]) + lam * r_w(i)``
-    for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it. An item the
-    heap cannot take is known by its score alone, before its popularity and index are
-    read; the order of the offers does not change the top m (the order of ranking is
-    total).
+    for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it. The heap and
+    ``scratch`` hold the row's recent items and ``nt`` candidates (see `_keep_best`). The
+    order of the offers does not change the top m (the order of ranking is total).
     """
     lo = seen_indptr[r]
     hi_seen = seen_indptr[r + 1]
     keep = 1.0 - lam
+    stream = r_ptr[r + 1] - r_ptr[r] + nt > stream_ratio * m
     size = 0
     for p in range(r_ptr[r], r_ptr[r + 1]):
         li = recent_local[p - r_ptr[r]]
@@ -253,8 +332,15 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
             item = r_item[p]
             s = lam * r_w[p]
             pop = 0.0
-        if not (hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item)):
+        if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+            continue
+        if stream:
             size, _ = _offer(hs, hp, hi, size, m, s, pop, item)
+        else:
+            hs[size] = s
+            hp[size] = pop
+            hi[size] = item
+            size += 1
     for t in range(nt):
         li = touched[t]
         if mark[li] == 2:
@@ -264,12 +350,20 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
             s = keep * (base + acc[li])
         else:
             s = keep * (base + share_weight * item_share[li] + acc[li])
-        if size == m and s < hs[0]:
+        if stream and size == m and s < hs[0]:
             continue
         item = chunk_items[li]
         if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
             continue
-        size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+        if stream:
+            size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+        else:
+            hs[size] = s
+            hp[size] = item_pop[li]
+            hi[size] = item
+            size += 1
+    if not stream:
+        size = _keep_best(hs, hp, hi, size, m, scratch)
     # the other items of the chunk, in popularity order, while they can enter
     for j in range(pop_order.shape[0]):
         li = pop_order[j]
@@ -309,7 +403,7 @@ def _max_row(indptr):
 @njit(cache=True, parallel=True)
 def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                   phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items, pop_order,
-                  seen_indptr, seen_items, m, n_threads):
+                  seen_indptr, seen_items, m, n_threads, stream_ratio=STREAM_RATIO):
     """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` for each query row r.
 
     ``p(i) = q_base[r] + q_share[r] * item_share[li] + sum_k q_w[k] * phi_cnt[k, li]`` for
@@ -324,6 +418,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     Seen items (``seen_items[seen_indptr[r]:seen_indptr[r+1]]``, sorted global indices) are
     left out. Ties go to the more popular item (``item_pop``; 0 outside the chunk), then the
     lower index. Returns global item indices and scores, padded with -1 and -inf.
+    ``stream_ratio`` is `mixture_topm`'s, counting the row's recent items as candidates.
     """
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
@@ -336,16 +431,17 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
         mark = np.zeros(n_local, np.uint8)
         touched = np.empty(n_local, np.int64)
         recent_local = np.empty(max_recent, np.int64)
-        hs = np.empty(m)
-        hp = np.empty(m)
-        hi = np.empty(m, np.int64)
+        hs = np.empty(n_local + max_recent)
+        hp = np.empty(n_local + max_recent)
+        hi = np.empty(n_local + max_recent, np.int64)
+        scratch = np.empty(n_local + max_recent)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item,
                                       phi_cnt, chunk_items, acc, mark, touched, recent_local)
             size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
                                     acc, mark, touched, nt, recent_local, item_pop,
                                     item_share, chunk_items, pop_order, seen_indptr,
-                                    seen_items, hs, hp, hi, m)
+                                    seen_items, hs, hp, hi, scratch, m, stream_ratio)
             _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
             _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores
@@ -354,7 +450,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
 @njit(cache=True, parallel=True)
 def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, rel_ptr,
                    rel_item, phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items,
-                   pop_order, m, n_threads):
+                   pop_order, m, n_threads, stream_ratio=STREAM_RATIO):
     """Where each row's relevant items land in `personal_topm`'s top m, for every weight.
 
     The rows, interests, recent items and chunk are `personal_topm`'s (nothing is seen);
@@ -384,9 +480,10 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
         touched = np.empty(n_local, np.int64)
         leading = np.empty(n_local, np.int64)
         recent_local = np.empty(max_recent, np.int64)
-        hs = np.empty(m)
-        hp = np.empty(m)
-        hi = np.empty(m, np.int64)
+        hs = np.empty(n_local + max_recent)
+        hp = np.empty(n_local + max_recent)
+        hi = np.empty(n_local + max_recent, np.int64)
+        scratch = np.empty(n_local + max_recent)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item,
                                       phi_cnt, chunk_items, acc, mark, touched, recent_local)
@@ -413,7 +510,8 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                 size = _personal_select(r, lams[g], q_base[r], q_share[r], r_ptr, r_item,
                                         r_w, acc, mark, leading, n_leading, recent_local,
                                         item_pop, item_share, chunk_items, pop_order,
-                                        no_seen_ptr, no_seen, hs, hp, hi, m)
+                                        no_seen_ptr, no_seen, hs, hp, hi, scratch, m,
+                                        stream_ratio)
                 best = -1
                 for e in range(size):
                     if hi_rel > lo and _is_seen(rel_item, lo, hi_rel, hi[e]):
