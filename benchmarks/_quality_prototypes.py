@@ -48,7 +48,7 @@ from sklearn_micro._kernels.topm import fill_remainder
 from sklearn_micro._log import check_log
 
 __all__ = ["MiCRORun", "MixtureSetting", "SupportGrowthMiCRO", "select_affinity",
-           "select_phi_decay", "training_repeat_rate"]
+           "select_phi_decay", "support_size", "training_repeat_rate"]
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,13 @@ class SupportGrowthMiCRO(MiCRO):
         if keep.all():
             return
         self._set_support(su[keep], sk[keep], sc[keep])
+
+
+def support_size(model, users) -> np.ndarray:
+    """Number of interests in each user's support in a fitted MiCRO (0 for unknown users)."""
+    idx = model.user_ids_.lookup(np.asarray(users))
+    size = np.diff(model.support_indptr_)
+    return np.where(idx >= 0, size[np.maximum(idx, 0)], 0)
 
 
 def training_repeat_rate(train, *, window: int, last_chunks: int = 4) -> float:
@@ -249,10 +256,7 @@ class MiCRORun:
 
     def support_size(self, users) -> np.ndarray:
         """Number of interests in each user's support (0 for unknown users)."""
-        m = self.model
-        idx = m.user_ids_.lookup(np.asarray(users))
-        size = np.diff(m.support_indptr_)
-        return np.where(idx >= 0, size[np.maximum(idx, 0)], 0)
+        return support_size(self.model, users)
 
     def recommend(self, users, m_top: int, setting: MixtureSetting, block: int = 1024):
         m = self.model

@@ -16,11 +16,15 @@ Every figure is the mean over (user, chunk) points with a 95% interval from a pe
 bootstrap (users resampled with replacement, the mean recomputed; the same resamples for
 every row, so ratios between rows get paired intervals).
 
-    python benchmarks/quality.py --sweep              # all three logs (about 30 min)
+    python benchmarks/quality.py --sweep              # all three logs (about 9 min)
     python benchmarks/quality.py --log higgs --log movielens
     python benchmarks/quality.py --search-k           # GridSearchCV over K on the training chunks
     python benchmarks/quality.py --defaults           # MiCRO's estimator: defaults and settings
     python benchmarks/quality.py --defaults --log fave-1-100   # a fave-shaped log, K = 1,000
+
+``--defaults`` also prints, for each fit with ``personal="learned"``, the held-out recall
+and MRR of every personal weight the estimator chose from, and its diagnosis tables split
+the warm points by the paper's model's supports.
 
 The results and what they mean are in docs/quality.md.
 """
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +48,7 @@ from _quality_prototypes import (  # noqa: E402
     SupportGrowthMiCRO,
     select_affinity,
     select_phi_decay,
+    support_size,
     training_repeat_rate,
 )
 
@@ -81,7 +87,9 @@ class LogSpec:
 
 LOGS = {
     "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400)),
-    "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 25,
+    # K as examples/paper_table.py's search on the training chunks chooses it (100 with
+    # the current embedding and clustering defaults; 25 before)
+    "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 100,
                          (10, 25, 100)),
     # fave-shaped logs of ephemeral items (benchmarks/paper_scale.py's plain draw), where
     # they are: --fave-dir
@@ -185,17 +193,22 @@ def rolling(train, test, runners, points: Points, say):
             for name, items in runner.rows(users).items():
                 points.record(name, chunk, items)
             if runner.support_source:
-                points.support[sel] = runner.run.support_size(users)
+                points.support[sel] = runner.support_size(users)
         for runner in runners:
             runner.partial_fit(test.take(rows))
         say(f"  chunk {chunk}: {sel.shape[0]} points, {time.perf_counter() - start:.1f} s")
 
 
 class BaselineRunner:
-    support_source = False
+    """A recommender's own ``recommend``; with ``support_source``, a fitted MiCRO whose
+    supports give the points their number of interests."""
 
-    def __init__(self, name, model):
+    def __init__(self, name, model, *, support_source=False):
         self.name, self.model = name, model
+        self.support_source = support_source
+
+    def support_size(self, users):
+        return support_size(self.model, users)
 
     def rows(self, users):
         return {self.name: self.model.recommend(users, M)[0]}
@@ -217,6 +230,9 @@ class MiCRORunner:
         for name, setting in self.settings.items():
             out[name] = self.run.recommend(users, M, setting)
         return out
+
+    def support_size(self, users):
+        return self.run.support_size(users)
 
     def partial_fit(self, chunk_log):
         self.run.partial_fit(chunk_log)
@@ -396,6 +412,29 @@ def run_log(spec: LogSpec, args, say):
     report(spec, points, args, say)
 
 
+@contextmanager
+def held_out_personal_scores():
+    """The held-out figures ``personal="learned"`` chooses its weight from, recorded while
+    the block runs: a list that receives ``{weight: (recall@100, MRR@100)}`` for each
+    choice. MiCRO keeps only the weight it chose, so this wraps the private function that
+    chooses it, for this script's tables alone."""
+    from sklearn_micro import micro as micro_module
+
+    choose = micro_module._select_personal_weight
+    recorded = []
+
+    def recording(*args, **kwargs):
+        weight, scores = choose(*args, **kwargs)
+        recorded.append(scores)
+        return weight, scores
+
+    micro_module._select_personal_weight = recording
+    try:
+        yield recorded
+    finally:
+        micro_module._select_personal_weight = choose
+
+
 def run_defaults(spec: LogSpec, args, say):
     """MiCRO's own estimator under its settings, against the paper's model and the
     baselines: the defaults (the personal weight chosen on held-out training chunks,
@@ -413,9 +452,13 @@ def run_defaults(spec: LogSpec, args, say):
 
     def fitted(**params):
         start = time.perf_counter()
-        model = MiCRO(random_state=0, n_jobs=-1, **params).fit(base)
+        with held_out_personal_scores() as scores:
+            model = MiCRO(random_state=0, n_jobs=-1, **params).fit(base)
         say(f"MiCRO({params}): personal_weight_ {model.personal_weight_:.3g}, phi_decay_ "
             f"{model.phi_decay_:g}, fit {time.perf_counter() - start:.1f} s")
+        if scores:
+            say("  held-out recall@100 / MRR@100 by personal weight: " + ", ".join(
+                f"{lam:g}: {r:.3f} / {q:.3f}" for lam, (r, q) in scores[0].items()))
         return model
 
     paper = fitted(personal=0, phi_decay=0)
@@ -425,7 +468,7 @@ def run_defaults(spec: LogSpec, args, say):
     before = fitted(personal=repeat_rate)
     lam, decay = defaults.personal_weight_, defaults.phi_decay_
     runners = [
-        BaselineRunner("MiCRO (paper)", paper),
+        BaselineRunner("MiCRO (paper)", paper, support_source=True),
         BaselineRunner(f"MiCRO() defaults: personal learned ({lam:.2g}), phi_decay auto "
                        f"({decay:g})", defaults),
         BaselineRunner(f"personal learned ({personal_only.personal_weight_:.2g}) only",

@@ -10,14 +10,19 @@ protocol on the test chunks (recommend for chunk t+1 with the state after chunk 
   which searches on chunks 0..18 only.
 - MovieLens ml-latest-small (users rating movies): 30-day chunks, fit on chunks 0..249,
   test on the last 24, 250..273 (2016-10 to 2018-09). K is chosen here among 10, 25, 50,
-  100 and 200 by GridSearchCV on the training chunks only (two folds of 12 chunks each at
-  their end), unless ``--k-movielens`` is given.
+  100 and 200 by GridSearchCV on the training chunks only, with the paper's model (two
+  folds of 12 chunks each at their end), unless ``--k-movielens`` is given.
+
+The methods are those of `sklearn_micro.experiment.METHODS`: "MiCRO" is ``MiCRO()`` with
+its defaults, "MiCRO (paper)" the paper's exact model (``personal=0, phi_decay=0``) on the
+same interests, then ANN, Popularity, RecentItems and ALS.
 
 Printed per log: Recall, MRR and NDCG at 50 and 100 as the mean over all (user, chunk)
 points and as the per-user aggregate (each user's mean, then the mean over users), and the
 overall means at 100 split into warm points (the user had engaged before) and cold ones,
 and where the relevant items were before: in the chunk before, or in the user's history.
-The per-chunk curves at 100 are written as PNGs into ``--out``.
+The per-chunk curves at 100 are written as PNGs into ``--out`` (on Higgs, Recall@100 and
+MRR@100 per chunk are printed as tables too).
 
 Run it from the project's root (about 2 minutes on the two real logs; the documentation
 shows its code without running it)::
@@ -105,6 +110,19 @@ def warm_cold_table(reports, m=100) -> str:
     return "\n".join(lines)
 
 
+def per_chunk_table(reports, metric) -> str:
+    """``metric`` (e.g. "recall@100") per test chunk, one row per chunk, one column per
+    method: the figures of the per-chunk plots."""
+    frames = {name: report.per_chunk() for name, report in reports.items()}
+    first = next(iter(frames.values()))
+    lines = ["| chunk | points | " + " | ".join(frames) + " |",
+             "|---:|---:|" + "---:|" * len(frames)]
+    for chunk, n_points in first["n_points"].items():
+        lines.append(f"| {chunk} | {n_points:.0f} | " + " | ".join(
+            f"{frame.loc[chunk, metric]:.3f}" for frame in frames.values()) + " |")
+    return "\n".join(lines)
+
+
 def run(name, args):
     try:
         if name == "higgs":
@@ -133,6 +151,10 @@ def run(name, args):
     in_latest, own = where_relevant_items_were(log, train_chunks)
     print(f"\nA test point's relevant items, mean share engaged with in the chunk before by "
           f"anyone: {in_latest:.3f}; over warm points, by the user in any chunk before: {own:.3f}")
+    if name == "higgs":  # MovieLens has 24 test chunks of about a dozen points each
+        for metric in ("recall@100", "mrr@100"):
+            print(f"\n{metric} per test chunk:\n")
+            print(per_chunk_table(reports, metric))
     paths = plot_per_chunk(reports, args.out, m=100, prefix=f"{name}_")
     print("\nplots: " + ", ".join(str(p) for p in paths) + "\n")
     return reports
