@@ -180,6 +180,7 @@ class Stage:
     note: str = ""
     checkpoint_seconds: float = 0.0
     n_checkpoints: int = 0
+    continued: bool = False
 
 
 def _fsync_dir(path: Path) -> None:
@@ -193,6 +194,18 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+_LEDGER = "stages.json"
+
+
+def _add_earlier(figures: dict, earlier: dict) -> None:
+    """Add to a stage's figures those of the runs that began it, up to their last
+    checkpoint; its work is the whole stage's, as the first of them planned it."""
+    for key in ("seconds", "cpu_seconds", "checkpoint_seconds", "n_checkpoints"):
+        figures[key] += earlier[key]
+    figures["peak"] = max(figures["peak"], earlier["peak"])
+    figures["work"] = earlier["work"]
 
 
 class Stages:
@@ -212,6 +225,16 @@ class Stages:
         Receives one line per finished stage.
     after_save : callable, optional
         Called with the name of each checkpoint once it is on disk (tests stop a run there).
+
+    Notes
+    -----
+    With a checkpoint folder, the figures of every finished stage are kept beside the
+    checkpoints (``stages.json``), and those of a stage in progress each time it saves a
+    checkpoint. A resumed run reports the whole job: a stage taken from its checkpoint
+    keeps the figures of the run that computed it, a stage carried on from its last
+    checkpoint adds its own to those saved with it (the work done after that checkpoint by
+    the killed run is lost, and not counted), and a stage the resumed run did not need
+    (a fit whose evaluation was under way) keeps its row.
     """
 
     def __init__(self, checkpoint_dir=None, *, resume: bool = False, config=None,
@@ -223,6 +246,9 @@ class Stages:
         self.stages: list[Stage] = []
         self._config = dict(config or {})
         self._started = False
+        # the whole job's stages across resumed runs, by name, in the order they began
+        self._ledger: dict[str, dict] = {}
+        self._open: dict[int, tuple[float, float, dict | None]] = {}
         if self.dir is not None and self.resume:
             self._check_config()
 
@@ -242,12 +268,16 @@ class Stages:
                 "Run with the same settings, or without --resume to start over."
             )
         self._started = True
+        ledger = self.dir / _LEDGER
+        if ledger.is_file():
+            self._ledger = {s["name"]: s for s in json.loads(ledger.read_text())["stages"]}
 
     def _start(self) -> None:
         """Before the first checkpoint of a new run: clear the folder, record the config."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        for old in self.dir.glob("*.pkl"):
-            old.unlink()
+        for old in [*self.dir.glob("*.pkl"), self.dir / _LEDGER]:
+            old.unlink(missing_ok=True)
+        self._ledger = {}
         self._write(self.dir / "config.json",
                     json.dumps(self._config, indent=1, sort_keys=True).encode())
         self._started = True
@@ -288,6 +318,8 @@ class Stages:
         if stage is not None:
             stage.checkpoint_seconds += time.perf_counter() - start
             stage.n_checkpoints += 1
+            if id(stage) in self._open:  # in progress: its figures up to this checkpoint
+                self._keep(self._figures(stage, partial=True))
         if self.after_save is not None:
             self.after_save(name)
 
@@ -300,11 +332,19 @@ class Stages:
 
     @contextmanager
     def measure(self, name: str, *, work: int = 0, unit: str = "engagements"):
-        """Time the block and read its peak memory into a new `Stage`, which it yields."""
+        """Time the block and read its peak memory into a new `Stage`, which it yields.
+
+        Set ``stage.resumed`` in the block when its result came from a checkpoint, and
+        ``stage.continued`` when it carries on from the stage's last checkpoint.
+        """
         stage = Stage(name, work=int(work), unit=unit)
         _reset_peak()
         start, cpu = time.perf_counter(), time.process_time()
-        yield stage
+        self._open[id(stage)] = (start, cpu, self._ledger.get(name))
+        try:
+            yield stage
+        finally:
+            _, _, earlier = self._open.pop(id(stage))
         stage.seconds = time.perf_counter() - start
         stage.cpu_seconds = time.process_time() - cpu
         stage.peak = _peak_bytes()
@@ -315,6 +355,34 @@ class Stages:
                  if stage.n_checkpoints else "")
         self.say(f"{name}{how}: {stage.seconds:.1f} s, peak {stage.peak / 2**20:,.0f} MiB"
                  f"{saved}")
+        if self.dir is None:
+            return
+        if stage.resumed and earlier is not None and not earlier.get("partial"):
+            figures = dict(earlier, resumed=True)
+        else:
+            figures = asdict(stage)
+            if stage.continued and earlier is not None and earlier.get("partial"):
+                _add_earlier(figures, earlier)
+        self._keep(figures)
+
+    def _figures(self, stage: Stage, *, partial: bool) -> dict:
+        """A stage in progress: its figures so far, with those of the runs before it."""
+        start, cpu, earlier = self._open[id(stage)]
+        figures = dict(asdict(stage), seconds=time.perf_counter() - start,
+                       cpu_seconds=time.process_time() - cpu, peak=_peak_bytes(),
+                       partial=partial)
+        if stage.continued and earlier is not None and earlier.get("partial"):
+            _add_earlier(figures, earlier)
+        return figures
+
+    def _keep(self, figures: dict) -> None:
+        """Put a stage's figures in the ledger and write it."""
+        if self.dir is None:
+            return
+        self._ledger[figures["name"]] = figures
+        if self._started:
+            self._write(self.dir / _LEDGER, json.dumps(
+                {"stages": list(self._ledger.values())}, indent=1).encode())
 
     def run(self, name: str, compute: Callable, *, work: int = 0,
             unit: str = "engagements"):
@@ -327,28 +395,42 @@ class Stages:
             self.save(name, result, stage)
         return result
 
+    def _rows(self) -> list[Stage]:
+        """The whole job's stages: the ledger's with a checkpoint folder, else this run's."""
+        if self.dir is None or not self._ledger:
+            return self.stages
+        fields = Stage.__dataclass_fields__
+        return [Stage(**{k: v for k, v in row.items() if k in fields})
+                for row in self._ledger.values() if not row.get("partial")]
+
     def table(self) -> str:
-        """The stages as a markdown table: seconds, peak memory, throughput."""
+        """The stages as a markdown table: seconds, peak memory, throughput.
+
+        With a checkpoint folder these are the whole job's, across resumed runs: a stage
+        taken from its checkpoint shows the figures of the run that computed it ("from
+        checkpoint"), a stage carried on from its last checkpoint the sum of its runs.
+        """
         lines = ["| stage | seconds | cpu seconds | peak MiB | throughput | checkpoints |",
                  "|---|---:|---:|---:|---:|---:|"]
-        for s in self.stages:
+        rows = self._rows()
+        for s in rows:
             rate = f"{s.work / s.seconds:,.0f} {s.unit}/s" if s.work and s.seconds > 0 else ""
             if s.resumed:
-                rate = "from checkpoint"
+                rate = f"{rate}, from checkpoint" if rate else "from checkpoint"
             elif s.note:
                 rate = f"{rate}, {s.note}" if rate else s.note
             saved = (f"{s.n_checkpoints} in {s.checkpoint_seconds:.1f} s"
                      if s.n_checkpoints else "")
             lines.append(f"| {s.name} | {s.seconds:.1f} | {s.cpu_seconds:.1f} | "
                          f"{s.peak / 2**20:,.0f} | {rate} | {saved} |")
-        total = sum(s.seconds for s in self.stages)
-        cpu = sum(s.cpu_seconds for s in self.stages)
-        peak = max((s.peak for s in self.stages), default=0)
+        total = sum(s.seconds for s in rows)
+        cpu = sum(s.cpu_seconds for s in rows)
+        peak = max((s.peak for s in rows), default=0)
         lines.append(f"| all stages | {total:.1f} | {cpu:.1f} | {peak / 2**20:,.0f} | | |")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"stages": [asdict(s) for s in self.stages]}
+        return {"stages": [asdict(s) for s in self._rows()]}
 
 
 # ------------------------------------------------------------------------ the experiment
@@ -511,6 +593,7 @@ def _evaluate(evaluation: RollingEvaluation, test: EngagementLog, name: str,
                         work=sum(r.shape[0] for _, r in chunks)) as stage:
         if done:
             stage.note = f"resumed after chunk {max(done)}"
+            stage.continued = True
         steps = chunks
         if progress:
             from tqdm.auto import tqdm

@@ -1,5 +1,6 @@
 """A run killed in the middle carries on with --resume and prints the same tables."""
 
+import json
 import os
 import signal
 import subprocess
@@ -67,10 +68,20 @@ def _tables(stdout: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(data_file, tmp_path_factory):
-    done = _run(_args(data_file, tmp_path_factory.mktemp("whole")))
+def whole_run(data_file, tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole")
+    done = _run(_args(data_file, out))
     assert done.returncode == 0, done.stderr
-    return _tables(done.stdout)
+    return done, out
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(whole_run):
+    return _tables(whole_run[0].stdout)
+
+
+def _stages(path):
+    return {s["name"]: s for s in json.loads(path.read_text())["stages"]}
 
 
 @pytest.mark.parametrize("stop_after", ["graph embedding", "MiCRO rolling", "ANN report",
@@ -97,6 +108,33 @@ def test_resume_after_a_kill_prints_the_same_tables(data_file, uninterrupted, tm
     assert "from checkpoint" in resumed.stdout
 
 
+def test_a_resumed_run_reports_the_whole_jobs_stages(data_file, whole_run, tmp_path):
+    args = _args(data_file, tmp_path / "out")
+    assert _run(args, stop_after="MiCRO rolling").returncode == -signal.SIGKILL
+    before = _stages(tmp_path / "out" / "checkpoints" / "stages.json")
+    assert before["MiCRO rolling evaluation"]["partial"]
+    resumed = _run([*args, "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    after = _stages(tmp_path / "out" / "stages.json")
+    whole = _stages(whole_run[1] / "stages.json")
+    # the uninterrupted run's stages, in its order, each with the whole of its work
+    assert list(after) == list(whole)
+    assert all(after[name]["work"] == whole[name]["work"] for name in whole)
+    # a stage taken from its checkpoint keeps the figures of the run that computed it
+    for name in ("load", "graph embedding", "ANN rolling evaluation"):
+        assert after[name]["resumed"]
+        assert after[name]["seconds"] == before[name]["seconds"]
+        assert after[name]["cpu_seconds"] == before[name]["cpu_seconds"]
+    # the fit the resumed run did not redo keeps its row
+    assert after["MiCRO fit"] == before["MiCRO fit"]
+    # the evaluation carried on counts its time up to the kill's last checkpoint too
+    rolling = after["MiCRO rolling evaluation"]
+    assert not rolling["resumed"] and rolling["continued"]
+    assert rolling["cpu_seconds"] > before["MiCRO rolling evaluation"]["cpu_seconds"]
+    assert rolling["n_checkpoints"] >= before["MiCRO rolling evaluation"]["n_checkpoints"]
+    assert "resumed after chunk" in resumed.stdout.split("Per stage")[1]
+
+
 def test_resume_refuses_checkpoints_of_another_run(data_file, tmp_path):
     args = _args(data_file, tmp_path / "out")
     assert _run(args, stop_after="load").returncode == -signal.SIGKILL
@@ -110,13 +148,17 @@ def test_resume_refuses_checkpoints_of_another_run(data_file, tmp_path):
 def test_stages_save_atomically_and_start_over_without_resume(tmp_path):
     stages = Stages(tmp_path, config={"k": 1}, say=None)
     assert stages.run("a", lambda: {"x": np.arange(3)})["x"].tolist() == [0, 1, 2]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pkl", "config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pkl", "config.json",
+                                                          "stages.json"]
     resumed = Stages(tmp_path, resume=True, config={"k": 1}, say=None)
     assert resumed.run("a", lambda: 1 / 0)["x"].tolist() == [0, 1, 2]
     assert resumed.stages[0].resumed
+    assert resumed.to_dict()["stages"][0]["seconds"] == stages.stages[0].seconds
     fresh = Stages(tmp_path, config={"k": 2}, say=None)
     assert not fresh.has("a")
     fresh.run("b", lambda: 2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.pkl", "config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.pkl", "config.json",
+                                                          "stages.json"]
+    assert [s["name"] for s in fresh.to_dict()["stages"]] == ["b"]
     assert '"k": 2' in (tmp_path / "config.json").read_text()
     assert "| a |" in stages.table() and stages.to_dict()["stages"][0]["name"] == "a"
