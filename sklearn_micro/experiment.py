@@ -545,7 +545,9 @@ def run_experiment(
     for name in sorted(methods, key=lambda name: name != "ANN"):
         if name != "ANN" and embedded is not None and embedded.user_vectors.shape[0]:
             embedded = EmbeddedLog(embedded.log, embedded.user_ids, embedded.item_ids,
-                                   embedded.user_vectors[:0], embedded.item_vectors,
+                                   # a new empty array: a view would keep them alive
+                                   np.empty((0, embedded.user_vectors.shape[1]), np.float32),
+                                   embedded.item_vectors,
                                    embedded.item_interest)
         if stages.has(f"{name} report"):
             with stages.measure(f"{name} rolling evaluation", work=len(test)) as stage:

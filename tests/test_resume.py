@@ -162,3 +162,34 @@ def test_stages_save_atomically_and_start_over_without_resume(tmp_path):
     assert [s["name"] for s in fresh.to_dict()["stages"]] == ["b"]
     assert '"k": 2' in (tmp_path / "config.json").read_text()
     assert "| a |" in stages.table() and stages.to_dict()["stages"][0]["name"] == "a"
+
+
+def test_the_vectors_are_freed_once_ann_is_evaluated(monkeypatch):
+    import gc
+    import weakref
+
+    from sklearn_micro import ANNRecommender, MiCRO, experiment
+
+    log = make_engagements(n_users=300, n_items=400, n_chunks=5, n_interests=4,
+                           n_engagements=4000, random_state=2)
+    train, test = experiment.split_chunks(log, 3)
+    held = {}
+    ann_fit, micro_fit = ANNRecommender.fit, MiCRO.fit
+
+    def fit_ann(self, X, y=None):
+        vectors = X.user_vectors
+        while vectors.base is not None:  # the array that owns the memory
+            vectors = vectors.base
+        held["user vectors"] = weakref.ref(vectors)
+        return ann_fit(self, X, y)
+
+    def fit_micro(self, X, y=None, **params):
+        gc.collect()
+        held["alive at MiCRO's fit"] = held["user vectors"]() is not None
+        return micro_fit(self, X, y, **params)
+
+    monkeypatch.setattr(ANNRecommender, "fit", fit_ann)
+    monkeypatch.setattr(MiCRO, "fit", fit_micro)
+    experiment.run_experiment(train, test, n_interests=4, n_components=8,
+                              methods=("MiCRO (paper)", "ANN"), m_values=(10,), log=None)
+    assert held["alive at MiCRO's fit"] is False
