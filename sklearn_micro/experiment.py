@@ -275,9 +275,9 @@ class Stages:
     def _start(self) -> None:
         """Before the first checkpoint of a new run: clear the folder, record the config."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        # the old run's files; the ledger in memory holds this run's stages only
         for old in [*self.dir.glob("*.pkl"), self.dir / _LEDGER]:
             old.unlink(missing_ok=True)
-        self._ledger = {}
         self._write(self.dir / "config.json",
                     json.dumps(self._config, indent=1, sort_keys=True).encode())
         self._started = True

@@ -193,3 +193,14 @@ def test_the_vectors_are_freed_once_ann_is_evaluated(monkeypatch):
     experiment.run_experiment(train, test, n_interests=4, n_components=8,
                               methods=("MiCRO (paper)", "ANN"), m_values=(10,), log=None)
     assert held["alive at MiCRO's fit"] is False
+
+
+def test_the_ledger_keeps_a_stage_measured_before_the_first_checkpoint(tmp_path):
+    (tmp_path / "stages.json").write_text('{"stages": [{"name": "old"}]}')
+    stages = Stages(tmp_path, config={"k": 1}, say=None)
+    with stages.measure("no checkpoint"):
+        pass
+    stages.run("a", lambda: 1)
+    saved = json.loads((tmp_path / "stages.json").read_text())["stages"]
+    assert [s["name"] for s in saved] == ["no checkpoint", "a"]
+    assert [s["name"] for s in stages.to_dict()["stages"]] == ["no checkpoint", "a"]
