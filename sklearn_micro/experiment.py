@@ -199,13 +199,16 @@ def _fsync_dir(path: Path) -> None:
 _LEDGER = "stages.json"
 
 
-def _add_earlier(figures: dict, earlier: dict) -> None:
-    """Add to a stage's figures those of the runs that began it, up to their last
-    checkpoint; its work is the whole stage's, as the first of them planned it."""
-    for key in ("seconds", "cpu_seconds", "checkpoint_seconds", "n_checkpoints"):
-        figures[key] += earlier[key]
-    figures["peak"] = max(figures["peak"], earlier["peak"])
-    figures["work"] = earlier["work"]
+def _with_earlier(figures: dict, stage: Stage, earlier: dict | None) -> dict:
+    """A stage's figures, plus those of the runs that began it (up to their last
+    checkpoint) when it carries on from one; its work is then the whole stage's, as the
+    first of them planned it."""
+    if stage.continued and earlier is not None and earlier.get("partial"):
+        for key in ("seconds", "cpu_seconds", "checkpoint_seconds", "n_checkpoints"):
+            figures[key] += earlier[key]
+        figures["peak"] = max(figures["peak"], earlier["peak"])
+        figures["work"] = earlier["work"]
+    return figures
 
 
 class Stages:
@@ -319,7 +322,11 @@ class Stages:
             stage.checkpoint_seconds += time.perf_counter() - start
             stage.n_checkpoints += 1
             if id(stage) in self._open:  # in progress: its figures up to this checkpoint
-                self._keep(self._figures(stage, partial=True))
+                begun, cpu, earlier = self._open[id(stage)]
+                self._keep(_with_earlier(dict(
+                    asdict(stage), seconds=time.perf_counter() - begun,
+                    cpu_seconds=time.process_time() - cpu, peak=_peak_bytes(),
+                    partial=True), stage, earlier))
         if self.after_save is not None:
             self.after_save(name)
 
@@ -358,22 +365,9 @@ class Stages:
         if self.dir is None:
             return
         if stage.resumed and earlier is not None and not earlier.get("partial"):
-            figures = dict(earlier, resumed=True)
+            self._keep(dict(earlier, resumed=True))
         else:
-            figures = asdict(stage)
-            if stage.continued and earlier is not None and earlier.get("partial"):
-                _add_earlier(figures, earlier)
-        self._keep(figures)
-
-    def _figures(self, stage: Stage, *, partial: bool) -> dict:
-        """A stage in progress: its figures so far, with those of the runs before it."""
-        start, cpu, earlier = self._open[id(stage)]
-        figures = dict(asdict(stage), seconds=time.perf_counter() - start,
-                       cpu_seconds=time.process_time() - cpu, peak=_peak_bytes(),
-                       partial=partial)
-        if stage.continued and earlier is not None and earlier.get("partial"):
-            _add_earlier(figures, earlier)
-        return figures
+            self._keep(_with_earlier(asdict(stage), stage, earlier))
 
     def _keep(self, figures: dict) -> None:
         """Put a stage's figures in the ledger and write it."""
