@@ -1,5 +1,6 @@
 """Speed of MiCRO's `recommend`: the paper's ranking and the personal component's, each with
-its top m kept by a heap fed one candidate at a time and as the kernels keep it.
+its top m kept by a heap fed one candidate at a time, with the chunk's items in their stored
+order, and as the kernels run by default.
 
 Fits MiCRO on the training chunks of a fave-shaped log (interests from `GraphEmbedder` and
 `SphericalKMeans`, cached with ``--interests``), samples the first test chunk, then times
@@ -10,11 +11,13 @@ ranks them), in the same run, at each ``-m``:
   popularity);
 - "personal": the defaults' ranking with the user's recent items (`personal_topm`);
 
-each "one by one" (``stream_ratio=0``: every candidate offered to a heap of m, the way
-both kernels kept their top m before) and as the kernels run by default (a row with up
-to 16 candidates per slot first finds its m-th best score). Both ways must return the same
-items and scores; the script checks it. Each figure is the least cpu time (all threads) of
-``--repeat`` calls, the calls interleaved.
+each three ways: "one by one" (``stream_ratio=0``: every candidate offered to a heap of m,
+the way both kernels kept their top m before), "as stored" (the chunk's items numbered in
+their sorted order, not interest by interest: `group_by_interest` left out) and as the
+kernels run by default (a row with up to 16 candidates per slot first finds its m-th best
+score; the items numbered interest by interest, once per chunk). Every way must return the
+same items and scores; the script checks it. Each figure is the least cpu time (all
+threads) of ``--repeat`` calls, the calls interleaved.
 
     python benchmarks/recommend.py                      # 1/20 of fave's scale, K = 1,000
     python benchmarks/recommend.py --data /work/data-scale/fave-plain-1-100.parquet
@@ -64,6 +67,9 @@ def active_users(test, n):
     return np.sort(test.user[later][np.sort(first)[:n]])
 
 
+WAYS = ("one by one", "as stored", "default")
+
+
 def timed(call, repeat):
     """The least cpu time (all threads) of ``repeat`` calls, and the last call's output: cpu
     time, unlike wall time, does not count the time the calls wait for a core on a shared
@@ -85,6 +91,28 @@ def one_by_one(call):
         return call()
     finally:
         micro_module.mixture_topm, micro_module.personal_topm = kernels
+
+
+def uncached(model):
+    """A shallow copy of ``model`` without its cached numbering of the chunk."""
+    model = copy.copy(model)
+    model.__dict__.pop("_grouped", None)
+    return model
+
+
+def as_stored(call):
+    """``call`` with the chunk's items in their stored (sorted) numbering: ``call`` must use
+    a model of its own, whose cached numbering then stays the stored one."""
+    grouping = micro_module.group_by_interest
+
+    def stored(phi_ptr, phi_item, phi_cnt, n_local):
+        return np.arange(n_local), np.arange(n_local), phi_item, phi_cnt
+
+    micro_module.group_by_interest = stored
+    try:
+        return call()
+    finally:
+        micro_module.group_by_interest = grouping
 
 
 def main(argv=None):
@@ -119,9 +147,15 @@ def main(argv=None):
         for m in args.m:
             calls = {}
             for name, est in (("paper", paper), ("personal", model)):
+                stored = uncached(est)
+
                 def call(est=est, users=users, m=m):
                     return est.recommend(users, m)
+
+                def call_stored(est=stored, users=users, m=m):
+                    return as_stored(lambda: est.recommend(users, m))
                 calls[name, "one by one"] = lambda call=call: one_by_one(call)
+                calls[name, "as stored"] = call_stored
                 calls[name, "default"] = call
             for call in calls.values():
                 call()  # compiled and warm
@@ -132,22 +166,25 @@ def main(argv=None):
                     seconds, out[name] = timed(call, 1)
                     best[name] = min(best[name], seconds)
             for name in ("paper", "personal"):
-                for a, b in zip(out[name, "one by one"], out[name, "default"], strict=True):
-                    np.testing.assert_array_equal(a, b)
+                for way in WAYS[:-1]:
+                    for a, b in zip(out[name, way], out[name, "default"], strict=True):
+                        np.testing.assert_array_equal(a, b)
             rows.append((phi_decay, model.phi_decay_, len(model.chunk_items_), with_recent,
                          m, best))
     say(f"\n{len(users):,} users of the test chunks of {Path(args.data).name}, "
         f"K = {args.k}, personal weight {args.personal:g}, best of {args.repeat}, load "
-        f"{os.getloadavg()[0]:.1f}; both ways return the same items and scores\n")
-    say("| phi_decay | items ranked | users with recent items | m | paper, one by one (cpu s) | "
-        "paper (cpu s) | ratio | personal, one by one (cpu s) | personal (cpu s) | ratio |")
-    say("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        f"{os.getloadavg()[0]:.1f}; every way returns the same items and scores; cpu "
+        "seconds, and in brackets each way's time over the default's\n")
+    head = " | ".join(f"{name}, {way}" for name in ("paper", "personal") for way in WAYS)
+    say(f"| phi_decay | items ranked | users with recent items | m | {head} |")
+    say("|---|---:|---:|---:|" + "---:|" * 2 * len(WAYS))
     for phi_decay, used, n_items, with_recent, m, best in rows:
         label = f"{used:g}" + (" (auto)" if phi_decay == "auto" else "")
         cells = []
         for name in ("paper", "personal"):
-            one, default = best[name, "one by one"], best[name, "default"]
-            cells.append(f"{one:.2f} | {default:.2f} | {one / default:.2f}")
+            default = best[name, "default"]
+            cells += [f"{best[name, way]:.2f} ({best[name, way] / default:.2f}x)"
+                      for way in WAYS[:-1]] + [f"{default:.2f}"]
         say(f"| {label} | {n_items:,} | {with_recent:.0%} | {m} | " + " | ".join(cells) + " |")
 
 

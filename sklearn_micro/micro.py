@@ -15,7 +15,13 @@ from sklearn.utils.validation import check_is_fitted
 from ._dask import resolve_n_jobs
 from ._gibbs import build_layout, run_chain
 from ._kernels import numba_threads, sampler
-from ._kernels.topm import fill_remainder, mixture_topm, personal_ranks, personal_topm
+from ._kernels.topm import (
+    fill_remainder,
+    group_by_interest,
+    mixture_topm,
+    personal_ranks,
+    personal_topm,
+)
 from ._kernels.vocabulary import present_values
 from ._log import (
     EmbeddedLog,
@@ -556,9 +562,11 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         if self.personal_weight_ > 0:
             return self._recommend_personal(user_index, m, seen, indptr, k, weight, base)
         with _numba_threads(self.n_jobs) as threads:
+            chunk = self._grouped_chunk()
             items, scores, n_filled = mixture_topm(
-                indptr, k, weight, base, self.phi_indptr_, self.phi_item_, self.phi_count_,
-                self.chunk_item_count_, self.chunk_items_, seen[0], seen[1], m, threads)
+                indptr, k, weight, base, self.phi_indptr_, chunk["phi_item"],
+                chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
+                threads)
         pop = self.popular_order_
         pop_order = self.chunk_items_[pop]
         unseen = np.diff(indptr) == 0
@@ -572,6 +580,27 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 items[rows], scores[rows] = sub_i, sub_s
         return items, scores
 
+    def _grouped_chunk(self) -> dict:
+        """The latest chunk with its items numbered interest by interest
+        (`group_by_interest`) as the top-m kernels take it: made once per chunk, not saved."""
+        cache = self.__dict__.get("_grouped")
+        if cache is None or cache["of"] is not self.phi_item_:
+            order, local_of, phi_item, phi_count = group_by_interest(
+                self.phi_indptr_, self.phi_item_, self.phi_count_, self.chunk_items_.shape[0])
+            item_count = self.chunk_item_count_[order]
+            cache = {"of": self.phi_item_, "phi_item": phi_item, "phi_count": phi_count,
+                     "item_count": item_count,
+                     "share": item_count / self.chunk_item_count_.sum(),
+                     "items": self.chunk_items_[order], "local_of": local_of,
+                     "popular_order": local_of[self.popular_order_]}
+            self._grouped = cache
+        return cache
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_grouped", None)
+        return state
+
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base):
         """Top-m of ``(1 - lam_u) * p_t(i|u) + lam_u * r_u(i)`` over the latest chunk's
         items and the users' recent items."""
@@ -579,12 +608,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
         # users without interests are scored by popularity share, as in the paper's path
         share_weight = (np.diff(indptr) == 0).astype(np.float64)
-        share = self.chunk_item_count_ / self.chunk_item_count_.sum()
+        chunk = self._grouped_chunk()
         with _numba_threads(self.n_jobs) as threads:
             return personal_topm(
                 indptr, k, weight, base, share_weight, lam, r_ptr, r_item, r_u,
-                self.phi_indptr_, self.phi_item_, self.phi_count_, self.chunk_item_count_,
-                share, self.chunk_items_, self.popular_order_, seen[0], seen[1], m, threads)
+                self.phi_indptr_, chunk["phi_item"], chunk["phi_count"], chunk["item_count"],
+                chunk["share"], chunk["items"], self.chunk_items_, chunk["local_of"],
+                chunk["popular_order"], seen[0], seen[1], m, threads)
 
     # ---------------------------------------------------------- mixtures
 

@@ -154,7 +154,7 @@ def _state_values_equal(a, b) -> bool:
     return bool(a == b)
 
 
-def state_differences(a, b, *, ignore=("_index",)) -> list[str]:
+def state_differences(a, b, *, ignore=("_index", "_grouped")) -> list[str]:
     """The attributes in which two estimators differ (values compared exactly, arrays with
     their dtypes, vocabularies and seen items by their arrays, random states by their
     state); ``ignore`` names caches rebuilt on demand."""

@@ -217,6 +217,21 @@ def test_pickle_round_trip_and_seeded_determinism():
     assert state(model) == state(clone)
 
 
+@pytest.mark.parametrize("params", [{}, {"personal": 0, "phi_decay": 0}])
+def test_the_chunks_ranking_layout_is_remade_per_chunk_and_not_saved(params):
+    # recommend numbers the latest chunk's items interest by interest once per chunk
+    users = [0, 1, 2, 3]
+    model = fitted(**params)
+    model.recommend(users, 4)
+    assert "_grouped" not in vars(pickle.loads(pickle.dumps(model)))
+    model.partial_fit(CHUNK)
+    after = model.recommend(users, 4)
+    assert model._grouped["of"] is model.phi_item_
+    fresh = pickle.loads(pickle.dumps(model))
+    for a, b in zip(after, fresh.recommend(users, 4), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 # ------------------------------------------------------------------ properties
 
 @st.composite

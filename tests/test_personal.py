@@ -29,7 +29,12 @@ from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro import micro as micro_module
-from sklearn_micro._kernels.topm import mixture_topm, personal_ranks, personal_topm
+from sklearn_micro._kernels.topm import (
+    group_by_interest,
+    mixture_topm,
+    personal_ranks,
+    personal_topm,
+)
 from sklearn_micro._log import check_log
 from sklearn_micro.datasets import make_engagements
 
@@ -469,14 +474,30 @@ def sorted_candidates(x, r, lam):
 STREAM_RATIOS = st.sampled_from([0, 16, 10**9])
 
 
+def grouped_chunk(x, grouped):
+    """The chunk of ``x`` as the top-m kernels take it: ``phi_item, phi_cnt, item_pop,
+    item_share, chunk_items, local_of, pop_order``, its items numbered interest by interest
+    with ``grouped`` (`group_by_interest`), else as drawn."""
+    n_local = x["chunk_items"].shape[0]
+    if not grouped:
+        return (x["phi_item"], x["phi_cnt"], x["item_pop"], x["item_share"], x["chunk_items"],
+                np.arange(n_local), x["pop_order"])
+    order, local_of, phi_item, phi_cnt = group_by_interest(
+        x["phi_ptr"], x["phi_item"], x["phi_cnt"], n_local)
+    assert sorted(order.tolist()) == list(range(n_local))
+    return (phi_item, phi_cnt, x["item_pop"][order], x["item_share"][order],
+            x["chunk_items"][order], local_of, local_of[x["pop_order"]])
+
+
 @settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), STREAM_RATIOS)
-def test_personal_topm_equals_a_sort_of_every_candidate(x, stream_ratio):
+@given(ranking_inputs(), STREAM_RATIOS, st.booleans())
+def test_personal_topm_equals_a_sort_of_every_candidate(x, stream_ratio, grouped):
+    phi_item, phi_cnt, pop, share, items, local_of, pop_order = grouped_chunk(x, grouped)
     items, scores = personal_topm(
         x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
-        x["r_item"], x["r_w"], x["phi_ptr"], x["phi_item"], x["phi_cnt"], x["item_pop"],
-        x["item_share"], x["chunk_items"], x["pop_order"], x["seen_ptr"], x["seen_items"],
-        x["m"], 2, stream_ratio)
+        x["r_item"], x["r_w"], x["phi_ptr"], phi_item, phi_cnt, pop, share, items,
+        x["chunk_items"], local_of, pop_order, x["seen_ptr"], x["seen_items"], x["m"], 2,
+        stream_ratio)
     for r in range(items.shape[0]):
         want = sorted_candidates(x, r, x["lam"][r])[:x["m"]]
         assert items[r, :len(want)].tolist() == [item for item, _, _ in want]
@@ -485,12 +506,12 @@ def test_personal_topm_equals_a_sort_of_every_candidate(x, stream_ratio):
 
 
 @settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), STREAM_RATIOS)
-def test_mixture_topm_equals_a_sort_of_the_interests_items(x, stream_ratio):
+@given(ranking_inputs(), STREAM_RATIOS, st.booleans())
+def test_mixture_topm_equals_a_sort_of_the_interests_items(x, stream_ratio, grouped):
+    phi_item, phi_cnt, pop, _, items, _, _ = grouped_chunk(x, grouped)
     items, scores, n_filled = mixture_topm(
-        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], x["phi_item"],
-        x["phi_cnt"], x["item_pop"], x["chunk_items"], x["seen_ptr"], x["seen_items"], x["m"],
-        2, stream_ratio)
+        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item, phi_cnt, pop,
+        items, x["seen_ptr"], x["seen_items"], x["m"], 2, stream_ratio)
     for r in range(items.shape[0]):
         acc = np.zeros(x["chunk_items"].shape[0])
         for q in range(x["q_ptr"][r], x["q_ptr"][r + 1]):
