@@ -182,12 +182,14 @@ def partition_layout(layout: ChunkLayout, n_partitions: int) -> list[Partition]:
 
 def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
                      support_interest, support_prior, user_count, z, entry_count,
-                     interest_count, beta, i_beta):
+                     interest_count, beta, i_beta, *, in_place=False):
     """One sweep of one partition against its own copy of the counts it touches.
 
     The arguments are the partition's arrays (see `Partition`) and the counts at the
     start of the sweep: its users' ``user_count`` and ``z``, ``entry_count`` of its
-    ``entries`` and the whole ``interest_count``. None of them is modified.
+    ``entries`` and the whole ``interest_count``. None of them is modified, except with
+    ``in_place``: then ``z`` and ``user_count``, which belong to the partition's users
+    alone, are updated where they are (the chain's own arrays on threads, no copy).
 
     Returns
     -------
@@ -198,8 +200,9 @@ def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
     changed : int
         How many assignments changed.
     """
-    z = z.copy()
-    user_count = user_count.copy()
+    if not in_place:
+        z = z.copy()
+        user_count = user_count.copy()
     entries = entry_count.copy()
     interests = interest_count.copy()
     changed = sampler.sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
@@ -289,20 +292,25 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
                     part.support_ptr, layout.support_interest[part.supports],
                     layout.support_prior[part.supports], counts.user_count[part.supports],
                     z[part.engagements], counts.entry_count[part.entries],
-                    counts.interest_count, beta, i_beta)
+                    counts.interest_count, beta, i_beta, in_place=True)
                 for seed, part in zip(seeds, partitions, strict=True)]
             return [task.result() for task in tasks]
         yield sweep
 
 
 def _merge(partitions, counts: ChainCounts, z: np.ndarray, results) -> None:
-    """Fold each partition's sweep into the chain: its users' assignments and counts, and
-    its deltas of the shared (item, interest) and interest counts."""
+    """Fold each partition's sweep into the chain: its users' assignments and counts (unless
+    the sweep wrote them in place), and its deltas of the shared (item, interest) and
+    interest counts."""
     for part, (z_p, user_p, entry_delta, interest_delta, _) in zip(
             partitions, results, strict=True):
-        z[part.engagements] = z_p
-        counts.user_count[part.supports] = user_p
-        counts.entry_count[part.entries] += entry_delta
+        if not np.may_share_memory(z_p, z):
+            z[part.engagements] = z_p
+        if not np.may_share_memory(user_p, counts.user_count):
+            counts.user_count[part.supports] = user_p
+        # most entries' counts did not change: scatter only those that did
+        moved = np.flatnonzero(entry_delta)
+        counts.entry_count[part.entries[moved]] += entry_delta[moved]
         counts.interest_count += interest_delta
 
 

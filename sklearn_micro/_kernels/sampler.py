@@ -75,8 +75,11 @@ def sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
 
 @njit(cache=True, inline="always")
 def _lgamma_ratio(a, c):
-    """``lgamma(a + c) - lgamma(a)`` for a count ``c >= 0``: one log of a product for small
-    counts, which is most of them, and two lgammas otherwise."""
+    """``lgamma(a + c) - lgamma(a)`` for a count ``c >= 0``: exactly 0 for no count (most
+    of a chunk's entries and support slots), one log of a product for small counts, and two
+    lgammas otherwise."""
+    if c == 0:
+        return 0.0
     if c > 16:
         return math.lgamma(a + c) - math.lgamma(a)
     product = 1.0
