@@ -17,6 +17,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._dask import active_client, score_chunk_on_cluster
+from ._kernels.metrics import relevant_codes
 from ._log import EmbeddedLog, EngagementLog, check_log, iter_chunks
 from .base import unique_pairs
 from .metrics import METRICS, _metrics_of_codes
@@ -253,9 +254,15 @@ def _block_scores(recommender, users, items, relevant_indptr, relevant, ks, excl
     """The metrics of a block of users: their top ``max(ks)`` against their relevant items,
     given as positions in the sorted ``items``."""
     rec_items, rec_scores = recommender.recommend(users, int(ks[-1]), exclude_seen=exclude_seen)
-    pos = np.minimum(np.searchsorted(items, rec_items), items.shape[0] - 1)
-    found = (items[pos] == rec_items) & np.isfinite(rec_scores)
-    codes = np.where(found, pos, -1).astype(np.int64)
+    if rec_items.dtype.kind in "iu" and items.dtype.kind in "iu":
+        # numeric ids: each recommended item is looked up among its user's few relevant ones
+        codes = np.empty(rec_items.shape, np.int64)
+        relevant_codes(rec_items.astype(np.int64, copy=False), rec_scores, relevant_indptr,
+                       items[relevant].astype(np.int64, copy=False), relevant, codes)
+    else:
+        pos = np.minimum(np.searchsorted(items, rec_items), items.shape[0] - 1)
+        found = (items[pos] == rec_items) & np.isfinite(rec_scores)
+        codes = np.where(found, pos, -1).astype(np.int64)
     return _metrics_of_codes(codes, relevant_indptr, relevant, ks)
 
 

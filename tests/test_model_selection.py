@@ -199,6 +199,30 @@ def test_rolling_evaluate_pipeline_and_string_ids():
     assert report.points.warm.any() and not report.points.warm.all()
 
 
+def test_rolling_evaluate_padding_is_never_a_hit_and_ids_of_any_kind_agree():
+    # numeric ids are looked up among each user's relevant ids, other ids among the chunk's
+    # items; padding (-1 with score -inf) must not count for an item whose id is -1
+    train = frame([[1, 10, 0], [2, 11, 0], [2, 10, 0]])
+    test = frame([[1, -1, 1], [2, 10, 1], [2, -1, 1], [3, 11, 1]])
+    rec = PopularityRecommender().fit(train)
+    assert_array_equal(rec.recommend([1], 4)[0], [[10, 11, -1, -1]])
+    points = rolling_evaluate(rec, test, m_values=(4,)).points
+    assert_allclose(points["recall@4"], [0, 0.5, 1])
+    assert_allclose(points["mrr@4"], [0, 1, 0.5])
+
+    X_train, X_test = make_log()
+
+    def to_str(X):
+        return X.assign(item="i" + X.item.astype(str))
+
+    rec = RecentItemsRecommender(window=2).fit(X_train)
+    numeric = rolling_evaluate(rec, X_test, m_values=(5, 20)).points
+    strings = rolling_evaluate(clone(rec).fit(to_str(X_train)), to_str(X_test),
+                               m_values=(5, 20)).points
+    assert numeric["recall@20"].sum() > 0
+    pd.testing.assert_frame_equal(numeric, strings)
+
+
 def test_rolling_evaluate_without_pandas(monkeypatch):
     monkeypatch.setattr(model_selection, "_pandas", lambda: None)
     report = rolling_evaluate(PopularityRecommender().fit(TRAIN), TEST.to_numpy(),

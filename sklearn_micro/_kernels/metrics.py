@@ -69,3 +69,28 @@ def ranking_metrics_kernel(recommended, rel_indptr, rel_items, ks, recall, mrr, 
             q += 1
         for j in range(n_rel):
             hit[j] = False
+
+
+@njit(cache=True)
+def relevant_codes(recommended, scores, rel_indptr, rel_ids, rel_codes, out):
+    """Fill ``out`` (the shape of ``recommended``) with the code of each recommended item
+    that is relevant to its row, -1 elsewhere.
+
+    ``recommended`` holds numeric item ids; a slot counts only where its score is finite
+    (padding has -inf). ``rel_ids[rel_indptr[r]:rel_indptr[r + 1]]`` are row r's relevant
+    ids, sorted and distinct, and ``rel_codes`` their codes. A binary search among a row's
+    few relevant ids replaces a search among all the chunk's items: the metrics need only
+    the relevant ones.
+    """
+    n, m = recommended.shape
+    for r in range(n):
+        lo = rel_indptr[r]
+        hi = rel_indptr[r + 1]
+        for j in range(m):
+            out[r, j] = -1
+            if lo == hi or not np.isfinite(scores[r, j]):
+                continue
+            it = recommended[r, j]
+            a = lower_bound(rel_ids, lo, hi, it)
+            if a < hi and rel_ids[a] == it:
+                out[r, j] = rel_codes[a]
