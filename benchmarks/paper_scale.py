@@ -66,6 +66,22 @@ def _write_chunk(writer, schema, user, item, chunk) -> None:
          pa.array(np.full(len(user), chunk, np.int64))], schema=schema))
 
 
+def plain_users(rng, n_users, n_engagements, *, degree=(1, 100), n_communities=None):
+    """The plain draw's users: ``(degree, community, n_communities)``, the first draws of
+    ``rng``. ``n_communities`` defaults to one per 300 users (at least 10), so a larger log
+    has more communities of the same size."""
+    lo, hi = degree
+    mean = n_engagements / n_users
+    sigma = 1.2
+    mu = np.log(mean)
+    for _ in range(60):  # the lognormal's location whose clipped, rounded mean is `mean`
+        draw = np.clip(np.rint(rng.lognormal(mu, sigma, 200_000)), lo, hi).mean()
+        mu += np.log(mean / draw)
+    user_degree = np.clip(np.rint(rng.lognormal(mu, sigma, n_users)), lo, hi).astype(np.int64)
+    n_communities = n_communities or max(10, n_users // 300)
+    return user_degree, rng.integers(0, n_communities, n_users), n_communities
+
+
 def plain_chunks(n_users, n_items, n_chunks, n_engagements, *, degree=(1, 100),
                  min_item_degree=5, lifetime=3.0, n_communities=None, seed=0):
     """Yield ``(chunk, user, item)`` of a fave-shaped log, one chunk at a time (0-based).
@@ -79,16 +95,8 @@ def plain_chunks(n_users, n_items, n_chunks, n_engagements, *, degree=(1, 100),
     the live items of the user's community (four in five) or of all communities.
     """
     rng = np.random.default_rng(seed)
-    lo, hi = degree
-    mean = n_engagements / n_users
-    sigma = 1.2
-    mu = np.log(mean)
-    for _ in range(60):  # the lognormal's location whose clipped, rounded mean is `mean`
-        draw = np.clip(np.rint(rng.lognormal(mu, sigma, 200_000)), lo, hi).mean()
-        mu += np.log(mean / draw)
-    user_degree = np.clip(np.rint(rng.lognormal(mu, sigma, n_users)), lo, hi).astype(np.int64)
-    n_communities = n_communities or max(10, n_users // 300)
-    user_community = rng.integers(0, n_communities, n_users)
+    user_degree, user_community, n_communities = plain_users(
+        rng, n_users, n_engagements, degree=degree, n_communities=n_communities)
     item_community = rng.integers(0, n_communities, n_items)
     item_birth = np.sort(rng.integers(0, n_chunks, n_items))
     item_death = np.minimum(item_birth + rng.geometric(1.0 / lifetime, n_items) - 1,
