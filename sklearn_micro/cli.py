@@ -180,6 +180,7 @@ def reproduce(args) -> int:
         BASELINES,
         Stages,
         compact_log,
+        comparison_table,
         plot_per_chunk,
         results_table,
         run_experiment,
@@ -245,10 +246,14 @@ def reproduce(args) -> int:
                              n_components=args.dim, m_values=m_values,
                              random_state=args.seed, progress=not args.quiet,
                              n_jobs=args.n_jobs, stages=stages)
-    overall = results_table(reports, m_values)
-    per_user = results_table(reports, m_values, aggregate="per_user")
-    text = (f"Mean over all (user, chunk) points:\n\n{overall}\n\n"
-            f"Per-user aggregate over all test chunks (the paper's table):\n\n{per_user}\n")
+    overall = results_table(reports, m_values, intervals=True)
+    per_user = results_table(reports, m_values, aggregate="per_user", intervals=True)
+    against = comparison_table(reports, "MiCRO", [f"recall@{args.m}", f"mrr@{args.m}"])
+    text = (f"Mean over all (user, chunk) points (± the half width of a 95% interval, users "
+            f"as the unit):\n\n{overall}\n\n"
+            f"Per-user aggregate over all test chunks (the paper's table):\n\n{per_user}\n\n"
+            f"MiCRO against each method: relative difference of the mean over all points "
+            f"[95% interval, paired by user]:\n\n{against}\n")
     print()
     print(text)
     out.mkdir(parents=True, exist_ok=True)

@@ -35,8 +35,8 @@ from .embedding import GraphEmbedder
 from .micro import MiCRO
 from .model_selection import RollingEvaluation, RollingReport
 
-__all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "plot_per_chunk",
-           "results_table", "run_experiment", "split_chunks"]
+__all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "comparison_table",
+           "plot_per_chunk", "results_table", "run_experiment", "split_chunks"]
 
 METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS")
 BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
@@ -609,11 +609,14 @@ def _evaluate(evaluation: RollingEvaluation, test: EngagementLog, name: str,
 
 
 def results_table(reports: dict[str, RollingReport], m_values: Sequence[int] = (50, 100), *,
-                  aggregate: str = "overall", digits: int = 3) -> str:
+                  aggregate: str = "overall", digits: int = 3,
+                  intervals: bool = False, level: float = 0.95) -> str:
     """The paper's table as markdown: Recall, MRR and NDCG at each M, one row per method.
 
     ``aggregate="overall"`` averages over all (user, chunk) points; ``"per_user"`` first
-    averages each user's points, then over users (the paper's Table 3).
+    averages each user's points, then over users (the paper's Table 3). With
+    ``intervals``, each cell gives the half width of its confidence interval at ``level``
+    (`RollingReport.intervals`, users as the unit) after the mean.
     """
     if aggregate not in ("overall", "per_user"):
         raise ValueError(f"aggregate must be 'overall' or 'per_user'; got {aggregate!r}.")
@@ -622,8 +625,37 @@ def results_table(reports: dict[str, RollingReport], m_values: Sequence[int] = (
              "|---|" + "---:|" * len(columns)]
     for name, report in reports.items():
         row = report.overall() if aggregate == "overall" else report.per_user()
-        lines.append(f"| {name} | " + " | ".join(
-            f"{float(row[c]):.{digits}f}" for c in columns) + " |")
+        cells = [f"{float(row[c]):.{digits}f}" for c in columns]
+        if intervals:
+            table = report.intervals(aggregate=aggregate, level=level)
+            cells = [f"{cell} ± {float(table['high'][c] - table['mean'][c]):.{digits + 1}f}"
+                     for cell, c in zip(cells, columns, strict=True)]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def comparison_table(reports: dict[str, RollingReport], reference: str,
+                     metrics: Sequence[str] = ("recall@100", "mrr@100"), *,
+                     level: float = 0.95) -> str:
+    """``reference`` against every other method as markdown: the relative difference of
+    each metric's mean over all points, with its confidence interval paired by user
+    (`RollingReport.compare`)."""
+    if reference not in reports:
+        raise ValueError(f"reference must be one of {list(reports)}; got {reference!r}.")
+    metrics = list(metrics)
+    lines = [f"| {reference} against | " + " | ".join(metrics) + " |",
+             "|---|" + "---:|" * len(metrics)]
+    for name, report in reports.items():
+        if name == reference:
+            continue
+        table = reports[reference].compare(report, level=level)
+        cells = []
+        for metric in metrics:
+            base = float(report.overall()[metric])
+            low, high = (float(table[end][metric]) / base for end in ("low", "high"))
+            cells.append(f"{float(table['relative'][metric]):+.1%} "
+                         f"[{low:+.1%}, {high:+.1%}]")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -568,6 +568,40 @@ class _MetricSums:
         return 0 if self.user is None else self.user.shape[0]
 
 
+def _check_aggregate(aggregate) -> str:
+    if aggregate not in ("overall", "per_user"):
+        raise ValueError(f"aggregate must be 'overall' or 'per_user'; got {aggregate!r}.")
+    return aggregate
+
+
+def _z_of(level) -> float:
+    if not isinstance(level, float | int) or isinstance(level, bool) or not 0 < level < 1:
+        raise ValueError(f"level must be a number in (0, 1); got {level!r}.")
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + level / 2))
+
+
+def _mean_and_half_width(user_n, user_sums, aggregate, z):
+    """Mean of each column and the half width of its normal interval, users as the unit:
+    of the users' means for ``"per_user"``, of the ratio sum / points for ``"overall"``."""
+    n_users = user_n.shape[0]
+    if n_users == 0:
+        nan = np.full(user_sums.shape[1], np.nan)
+        return nan, nan
+    n = user_n.astype(np.float64)
+    if aggregate == "per_user":
+        values = user_sums / n[:, None]
+        mean = values.mean(axis=0)
+        spread = values.std(axis=0, ddof=1) / np.sqrt(n_users) if n_users > 1 else np.nan
+    else:
+        mean = user_sums.sum(axis=0) / n.sum()
+        residual = user_sums - mean[None, :] * n[:, None]
+        spread = (np.sqrt(n_users / (n_users - 1) * (residual**2).sum(axis=0)) / n.sum()
+                  if n_users > 1 else np.nan)
+    return mean, z * np.broadcast_to(spread, mean.shape)
+
+
 class RollingReport:
     """The metrics of the (user, chunk) points of a rolling evaluation, and aggregates.
 
@@ -742,6 +776,98 @@ class RollingReport:
         return self._series(
             {name: float(means[:, j].mean()) if users.size else float("nan")
              for j, name in enumerate(self.metric_names)}, "per_user")
+
+    def intervals(self, *, aggregate: str = "overall", level: float = 0.95):
+        """Confidence intervals of each metric's mean, with users as the independent unit.
+
+        The points of one user are not independent, so the intervals treat each user as one
+        draw. For ``"per_user"`` the mean is over users' means and the interval the
+        normal one of a mean of independent values. For ``"overall"`` the mean is a ratio,
+        the sum of the points' metrics over their number, and its standard error the
+        linearized (cluster-robust) one: ``sqrt(U / (U - 1) * sum_u (S_u - R n_u)**2) /
+        sum_u n_u`` for U users with n_u points summing to S_u and R the mean. Both are
+        normal approximations, good for the many users of a retrieval log, and cheap
+        (computed from the per-user sums, never from the points).
+
+        Parameters
+        ----------
+        aggregate : {"overall", "per_user"}, default="overall"
+            The mean of `overall` or of `per_user`.
+        level : float, default=0.95
+            Coverage of the intervals, in (0, 1).
+
+        Returns
+        -------
+        table : DataFrame
+            Indexed by metric, with columns ``mean``, ``low``, ``high`` (a dict of columns
+            without pandas). NaN with fewer than two users.
+
+        See Also
+        --------
+        compare : The difference from another report on the same points, paired by user.
+        """
+        mean, half = _mean_and_half_width(self._sums.user_n, self._sums.user_sums,
+                                          _check_aggregate(aggregate), _z_of(level))
+        return self._frame({"metric": np.array(self.metric_names), "mean": mean,
+                            "low": mean - half, "high": mean + half}, "metric")
+
+    def compare(self, other: RollingReport, *, aggregate: str = "overall",
+                level: float = 0.95):
+        """Each metric's mean minus ``other``'s, with a confidence interval paired by user.
+
+        Both reports must score the same (user, chunk) points: two recommenders evaluated on
+        the same test log. A user's difference is the difference of their sums (or of
+        their means for ``"per_user"``), which removes what the users share from the
+        noise: the interval is much narrower than the two `intervals` would suggest. The
+        estimators are those of `intervals`.
+
+        Parameters
+        ----------
+        other : RollingReport
+            The report to compare against, on the same points.
+        aggregate : {"overall", "per_user"}, default="overall"
+            The mean of `overall` or of `per_user`.
+        level : float, default=0.95
+            Coverage of the intervals, in (0, 1).
+
+        Returns
+        -------
+        table : DataFrame
+            Indexed by the metrics the reports share, with columns ``difference``, ``low``,
+            ``high`` and ``relative`` (the difference over ``other``'s mean) (a dict of
+            columns without pandas).
+
+        Raises
+        ------
+        ValueError
+            When the reports do not cover the same users with the same number of points
+            each, or share no metric.
+        """
+        if not isinstance(other, RollingReport):
+            raise TypeError(f"other must be a RollingReport; got {type(other).__name__}.")
+        aggregate, z = _check_aggregate(aggregate), _z_of(level)
+        mine, theirs = self._sums, other._sums
+        same = (mine.user is not None and theirs.user is not None
+                and np.array_equal(mine.user, theirs.user)
+                and np.array_equal(mine.user_n, theirs.user_n))
+        if not same:
+            raise ValueError(
+                "compare needs two reports of the same (user, chunk) points, as from two "
+                f"recommenders evaluated on one test log; got {mine.n_users} users with "
+                f"{len(self)} points against {theirs.n_users} users with {len(other)}.")
+        names = [name for name in self.metric_names if name in other.metric_names]
+        if not names:
+            raise ValueError(f"the reports share no metric: {self.metric_names} against "
+                             f"{other.metric_names}.")
+        a = mine.user_sums[:, [self.metric_names.index(n) for n in names]]
+        b = theirs.user_sums[:, [other.metric_names.index(n) for n in names]]
+        diff, half = _mean_and_half_width(mine.user_n, a - b, aggregate, z)
+        base, _ = _mean_and_half_width(mine.user_n, b, aggregate, z)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            relative = diff / base
+        return self._frame({"metric": np.array(names), "difference": diff,
+                            "low": diff - half, "high": diff + half, "relative": relative},
+                           "metric")
 
     def to_frame(self):
         """The summary table: overall (all, warm, cold points) and per-user means.

@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -52,6 +53,12 @@ def test_reproduce_on_a_small_file(tmp_path, capsys):
     for method in ("MiCRO", "ANN", "Popularity"):
         assert f"| {method} |" in printed
     assert "recall@100" in printed and "ndcg@50" in printed
+    # means with their intervals, and MiCRO against each method, paired by user
+    assert re.search(r"\| ANN \| \d\.\d{3} ± \d\.\d{4} \|", printed)
+    against = re.search(r"\| Popularity \| ([+-]\d+\.\d)% \[([+-]\d+\.\d)%, "
+                        r"([+-]\d+\.\d)%\] \|", printed)
+    assert against and float(against[2]) <= float(against[1]) <= float(against[3])
+    assert "| MiCRO against | recall@100 | mrr@100 |" in printed
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert written == ["checkpoints", "mrr_at_100_per_chunk.png", "ndcg_at_100_per_chunk.png",
                        "recall_at_100_per_chunk.png", "results.md", "stages.json"]

@@ -223,6 +223,90 @@ def test_rolling_evaluate_padding_is_never_a_hit_and_ids_of_any_kind_agree():
     pd.testing.assert_frame_equal(numeric, strings)
 
 
+def _random_log(seed, n=20_000):
+    rng = np.random.default_rng(seed)
+    log = np.column_stack([rng.integers(0, 300, n), rng.zipf(1.3, n) % 200,
+                           rng.integers(0, 10, n)])
+    return log[log[:, 2] < 6], log[log[:, 2] >= 6]
+
+
+def test_intervals_match_the_textbook_formulas():
+    train, test = _random_log(0)
+    report = rolling_evaluate(PopularityRecommender().fit(train), test, m_values=(10,))
+    z = 1.959963984540054
+    # per user: the normal interval of a mean of the users' means
+    by_user = report.per_user(by_user=True)["recall@10"].to_numpy()
+    table = report.intervals(aggregate="per_user", level=0.95)
+    half = z * by_user.std(ddof=1) / np.sqrt(by_user.size)
+    assert_allclose(table.loc["recall@10", "mean"], by_user.mean())
+    assert_allclose(table.loc["recall@10", ["low", "high"]],
+                    [by_user.mean() - half, by_user.mean() + half])
+    # overall: the ratio's linearized error, close to a bootstrap of the users
+    points = report.points
+    table = report.intervals()
+    assert_allclose(table["mean"], report.overall()[report.metric_names])
+    sums = points.groupby("user")["mrr@10"].sum().to_numpy()
+    counts = points.groupby("user").size().to_numpy()
+    rng = np.random.default_rng(1)
+    draws = rng.integers(0, sums.size, (2000, sums.size))
+    boot = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    half = (table.loc["mrr@10", "high"] - table.loc["mrr@10", "low"]) / 2
+    assert half == pytest.approx(z * boot.std(), rel=0.1)
+    assert table.loc["mrr@10", "low"] < table.loc["mrr@10", "mean"] < table.loc["mrr@10", "high"]
+    # one point per user: the interval of a mean of independent points
+    once = points.drop_duplicates("user")
+    single = RollingReport({c: once[c].to_numpy() for c in once.columns}, report.metric_names)
+    values = once["recall@10"].to_numpy()
+    wide = single.intervals(level=0.9)
+    z90 = 1.6448536269514722
+    assert_allclose(wide.loc["recall@10", "high"] - wide.loc["recall@10", "mean"],
+                    z90 * values.std(ddof=1) / np.sqrt(values.size))
+
+
+def test_compare_is_paired_by_user():
+    train, test = _random_log(2)
+    a = rolling_evaluate(PopularityRecommender().fit(train), test, m_values=(5, 10))
+    b = rolling_evaluate(PopularityRecommender(window=3).fit(train), test, m_values=(10,))
+    table = a.compare(b)
+    assert list(table.index) == ["recall@10", "mrr@10", "ndcg@10"]  # the shared metrics
+    for name in table.index:
+        diff = a.overall()[name] - b.overall()[name]
+        assert_allclose(table.loc[name, "difference"], diff)
+        assert_allclose(table.loc[name, "relative"], diff / b.overall()[name])
+        assert table.loc[name, "low"] <= diff <= table.loc[name, "high"]
+        # pairing removes the users' shared noise: narrower than the two intervals apart
+        ia, ib = a.intervals().loc[name], b.intervals().loc[name]
+        unpaired = np.hypot(ia.high - ia["mean"], ib.high - ib["mean"])
+        assert table.loc[name, "high"] - table.loc[name, "difference"] < unpaired
+    per_user = a.compare(b, aggregate="per_user")
+    assert_allclose(per_user.loc["recall@10", "difference"],
+                    a.per_user()["recall@10"] - b.per_user()["recall@10"])
+    same = a.compare(a)
+    assert_allclose(same[["difference", "low", "high"]].to_numpy(), 0)
+
+
+def test_intervals_and_compare_errors():
+    train, test = _random_log(3)
+    a = rolling_evaluate(PopularityRecommender().fit(train), test, m_values=(10,))
+    other = rolling_evaluate(PopularityRecommender().fit(train), test[test[:, 2] < 9],
+                             m_values=(10,))
+    with pytest.raises(ValueError, match="same .user, chunk. points"):
+        a.compare(other)
+    with pytest.raises(ValueError, match="share no metric"):
+        a.compare(rolling_evaluate(PopularityRecommender().fit(train), test, m_values=(5,)))
+    with pytest.raises(TypeError, match="RollingReport"):
+        a.compare(a.points)
+    for level in (0, 1, 1.5, "high", True):
+        with pytest.raises(ValueError, match="level must be a number in .0, 1.; got"):
+            a.intervals(level=level)
+    with pytest.raises(ValueError, match="aggregate must be"):
+        a.intervals(aggregate="mean")
+    lonely = RollingReport({"chunk": np.array([1]), "user": np.array([4]),
+                            "warm": np.array([True]), "n_relevant": np.array([1]),
+                            "recall@1": np.array([1.0])}, ["recall@1"])
+    assert np.isnan(lonely.intervals().loc["recall@1", "low"])
+
+
 def test_rolling_evaluate_without_pandas(monkeypatch):
     monkeypatch.setattr(model_selection, "_pandas", lambda: None)
     report = rolling_evaluate(PopularityRecommender().fit(TRAIN), TEST.to_numpy(),
