@@ -508,8 +508,10 @@ def run_experiment(
     train, test = check_log(train, input_name="train"), check_log(test, input_name="test")
     verbose = int(bool(progress))
     embedded = None
-    micro = {"MiCRO", "MiCRO (paper)"} & set(methods)
-    if micro or "ANN" in methods:
+    # a run whose every method is evaluated needs neither the embedding nor the clusters
+    finished = all(stages.has(f"{name} report") for name in methods)
+    micro = {"MiCRO", "MiCRO (paper)"} & set(methods) if not finished else set()
+    if micro or ("ANN" in methods and not finished):
         def embed():
             embedder = _make(GraphEmbedder, n_components, random_state=random_state,
                              n_jobs=n_jobs, verbose=verbose).fit(train)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -133,6 +134,19 @@ def test_a_resumed_run_reports_the_whole_jobs_stages(data_file, whole_run, tmp_p
     assert rolling["cpu_seconds"] > before["MiCRO rolling evaluation"]["cpu_seconds"]
     assert rolling["n_checkpoints"] >= before["MiCRO rolling evaluation"]["n_checkpoints"]
     assert "resumed after chunk" in resumed.stdout.split("Per stage")[1]
+
+
+def test_resuming_a_finished_run_reads_only_the_reports(whole_run, data_file, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(whole_run[1], out)
+    resumed = _run([*_args(data_file, out), "--resume"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert _tables(resumed.stdout) == _tables(whole_run[0].stdout)
+    # the embedding and the clusters are not loaded, but the job's table keeps their rows
+    log = resumed.stdout.split("Per stage")[0]
+    assert "graph embedding" not in log and "clustering" not in log
+    assert "ANN rolling evaluation (from its checkpoint)" in log
+    assert list(_stages(out / "stages.json")) == list(_stages(whole_run[1] / "stages.json"))
 
 
 def test_resume_refuses_checkpoints_of_another_run(data_file, tmp_path):
