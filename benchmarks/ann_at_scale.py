@@ -5,6 +5,8 @@ fit.pkl``) and the log, draws users of the first test chunk and prints one row:
 
 - recall@100 of ``recommend`` with the exact search and with NNDescent on the same fitted
   state (95% confidence intervals over users), and how many of the two top-100 lists agree;
+  with ``--wider N EPS``, also with NNDescent on a graph of degree N queried with
+  ``epsilon`` EPS;
 - where a user's next-chunk items that are candidates rank among all candidates by exact
   cosine: the share of them in the top 100 and in the top 1%, averaged over 1,000 of the
   users (those with such an item);
@@ -15,6 +17,7 @@ fit.pkl``) and the log, draws users of the first test chunk and prints one row:
 docs/scale.md quotes it ("ANN at scale").
 
     python benchmarks/ann_at_scale.py OUT_1_100 OUT_1_20 OUT_1_4 OUT_FULL
+    python benchmarks/ann_at_scale.py OUT_1_4 --wider 60 0.3
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def neighbour_purity(vectors: np.ndarray, ids: np.ndarray, community: np.ndarray
     return float(np.mean(community[ids[nearest]] == community[ids[sample]][:, None]))
 
 
-def row(out: Path, n_users: int) -> str:
+def row(out: Path, n_users: int, wider) -> str:
     checkpoints = out / "checkpoints"
     ann = pickle.load(open(checkpoints / "ANN fit.pkl", "rb"))
     log = pickle.load(open(checkpoints / "load.pkl", "rb"))[0]
@@ -95,6 +98,13 @@ def row(out: Path, n_users: int) -> str:
     for method in ("exact", "nndescent"):
         ann.method, ann._index = method, None
         found[method] = ann.recommend(users, 100)[0]
+    wide = "-"
+    if wider is not None:
+        ann.n_neighbors, ann.epsilon, ann._index = int(wider[0]), wider[1], None
+        items = ann.recommend(users, 100)[0]
+        overlap = np.mean([len(set(a.tolist()) & set(b.tolist()))
+                           for a, b in zip(found["exact"], items, strict=True)])
+        wide = f"{_mean_ci(_recall(items, users, relevant))} ({overlap:.1f})"
     agree = np.mean([len(set(a.tolist()) & set(b.tolist()))
                      for a, b in zip(found["exact"], found["nndescent"], strict=True)])
 
@@ -123,6 +133,7 @@ def row(out: Path, n_users: int) -> str:
         purity = f"{share:.3f} ({n_communities:,}; chance {1 / n_communities:.5f})"
     return (f"| {out.name} | {n_cand:,} | {_mean_ci(_recall(found['exact'], users, relevant))} "
             f"| {_mean_ci(_recall(found['nndescent'], users, relevant))} | {agree:.1f} "
+            f"| {wide} "
             f"| {np.mean(top100):.3f} | {np.mean(top1):.3f} | {purity} |")
 
 
@@ -131,14 +142,18 @@ def main(argv=None) -> int:
     parser.add_argument("out", nargs="+", type=Path, help="reproduce --out folders")
     parser.add_argument("--users", type=int, default=5000,
                         help="users of the first test chunk drawn (default 5000)")
+    parser.add_argument("--wider", nargs=2, type=float, metavar=("N_NEIGHBORS", "EPSILON"),
+                        help="also NNDescent with this graph degree and query epsilon")
     args = parser.parse_args(argv)
+    wider = ("NNDescent n_neighbors={:g}, epsilon={:g} (lists agree)".format(*args.wider)
+             if args.wider else "wider NNDescent")
     print("| run | candidate items | recall@100 exact | recall@100 NNDescent "
-          "| lists agree (of 100) "
+          f"| lists agree (of 100) | {wider} "
           "| next items in top 100 | in top 1% | 10 nearest users in own community "
           "(communities) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for out in args.out:
-        print(row(out, args.users), flush=True)
+        print(row(out, args.users, args.wider), flush=True)
     return 0
 
 

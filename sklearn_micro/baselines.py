@@ -499,6 +499,12 @@ class ANNRecommender(_WindowRecommender):
         exact.
     n_neighbors : int, default=30
         Degree of the NNDescent graph.
+    epsilon : float, default=0.1
+        How far beyond the best candidates an NNDescent query searches
+        (`pynndescent.NNDescent.query`'s ``epsilon``, whose default it is): larger finds
+        more of the exact neighbours for more time. On a fave-shaped log at 1/4 of the
+        paper's scale, 0.3 found 98.6 of the exact top 100 against 96.9 at 0.1, for about
+        1.8 times the query time (docs: "ANN at scale").
     random_state : int, RandomState instance or None, default=None
         Seeds the NNDescent index; fixed for the fitted state, so a pickled and restored
         recommender answers the same.
@@ -551,6 +557,7 @@ class ANNRecommender(_WindowRecommender):
         **_WindowRecommender._parameter_constraints,
         "method": [StrOptions({"auto", "exact", "nndescent"})],
         "n_neighbors": [Interval(Integral, 2, None, closed="left")],
+        "epsilon": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
     }
@@ -561,12 +568,14 @@ class ANNRecommender(_WindowRecommender):
         *,
         method: str = "auto",
         n_neighbors: int = 30,
+        epsilon: float = 0.1,
         random_state=None,
         n_jobs: int | None = None,
     ):
         super().__init__(window=window)
         self.method = method
         self.n_neighbors = n_neighbors
+        self.epsilon = epsilon
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -579,6 +588,11 @@ class ANNRecommender(_WindowRecommender):
         state = super().__getstate__()
         state.pop("_index", None)
         return state
+
+    def __setstate__(self, state):
+        # a recommender pickled before ``epsilon`` existed searched with pynndescent's 0.1
+        state.setdefault("epsilon", 0.1)
+        super().__setstate__(state)
 
     def _start(self, X, log):
         if not isinstance(X, EmbeddedLog):
@@ -700,7 +714,8 @@ class ANNRecommender(_WindowRecommender):
         cand_scores = np.full(indptr[-1], np.nan, np.float32)
         for k in np.unique(k_rows):
             rows = np.flatnonzero(k_rows == k)
-            neighbours, distances = index.query(queries[rows], k=int(k))
+            neighbours, distances = index.query(queries[rows], k=int(k),
+                                                epsilon=float(self.epsilon))
             slots = (indptr[rows][:, None] + np.arange(k)).ravel()
             neighbours = neighbours.ravel()
             valid = neighbours >= 0

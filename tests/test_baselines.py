@@ -344,8 +344,10 @@ class ExactIndex:
 
     def __init__(self, vectors):
         self.vectors = vectors
+        self.epsilons = set()
 
-    def query(self, queries, k):
+    def query(self, queries, k, epsilon=0.1):
+        self.epsilons.add(epsilon)
         sims = queries @ self.vectors.T
         order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
         return order, 1.0 - np.take_along_axis(sims, order, axis=1)
@@ -372,6 +374,29 @@ def test_ann_index_path(monkeypatch):
     # with seen items left out, the index is asked for enough neighbours to fill every row
     items, _ = approx.recommend(users, 12, exclude_seen=True)
     assert (items != -1).all()
+
+
+def test_ann_passes_epsilon_to_the_index(monkeypatch):
+    rng = np.random.default_rng(3)
+    rows = [(u, int(i), 0) for u in range(30) for i in rng.choice(90, 6)]
+    X = embedded(rows, {u: rng.normal(size=4) for u in range(30)})
+    index = {}
+    monkeypatch.setattr(ANNRecommender, "_get_index", lambda self: index.setdefault(
+        self.epsilon, ExactIndex(self.item_vectors_)))
+    for epsilon in (0.1, 0.35):
+        ANNRecommender(method="nndescent", n_neighbors=5, epsilon=epsilon).fit(X).recommend(
+            np.arange(30), 5)
+        assert index[epsilon].epsilons == {epsilon}
+    with pytest.raises(ValueError, match="epsilon"):
+        ANNRecommender(epsilon=-0.1).fit(X)
+    # a recommender pickled before the parameter existed searches as it did
+    old = ANNRecommender(method="nndescent", n_neighbors=5).fit(X)
+    del old.epsilon
+    restored = pickle.loads(pickle.dumps(old))
+    assert restored.epsilon == 0.1
+    assert_array_equal(restored.recommend(np.arange(30), 5)[0],
+                       ANNRecommender(method="nndescent", n_neighbors=5).fit(X).recommend(
+                           np.arange(30), 5)[0])
 
 
 def test_ann_method_auto_searches_small_sets_exactly():
