@@ -630,10 +630,19 @@ def results_table(reports: dict[str, RollingReport], m_values: Sequence[int] = (
         cells = [f"{float(row[c]):.{digits}f}" for c in columns]
         if intervals:
             table = report.intervals(aggregate=aggregate, level=level)
-            cells = [f"{cell} ± {float(table['high'][c] - table['mean'][c]):.{digits + 1}f}"
+            high, mean = _by_metric(table, "high"), _by_metric(table, "mean")
+            cells = [f"{cell} ± {high[c] - mean[c]:.{digits + 1}f}"
                      for cell, c in zip(cells, columns, strict=True)]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _by_metric(table, column: str) -> dict[str, float]:
+    """A column of `RollingReport.intervals` or `compare` by metric, with or without pandas."""
+    if isinstance(table, dict):
+        return dict(zip(table["metric"].tolist(), np.asarray(table[column], float).tolist(),
+                        strict=True))
+    return {name: float(value) for name, value in table[column].items()}
 
 
 def comparison_table(reports: dict[str, RollingReport], reference: str,
@@ -651,12 +660,12 @@ def comparison_table(reports: dict[str, RollingReport], reference: str,
         if name == reference:
             continue
         table = reports[reference].compare(report, level=level)
+        relative, low, high = (_by_metric(table, c) for c in ("relative", "low", "high"))
         cells = []
         for metric in metrics:
             base = float(report.overall()[metric])
-            low, high = (float(table[end][metric]) / base for end in ("low", "high"))
-            cells.append(f"{float(table['relative'][metric]):+.1%} "
-                         f"[{low:+.1%}, {high:+.1%}]")
+            cells.append(f"{relative[metric]:+.1%} "
+                         f"[{low[metric] / base:+.1%}, {high[metric] / base:+.1%}]")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

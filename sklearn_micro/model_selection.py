@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy as copy_module
 from collections.abc import Iterator, Sequence
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.model_selection import BaseCrossValidator
@@ -575,7 +575,7 @@ def _check_aggregate(aggregate) -> str:
 
 
 def _z_of(level) -> float:
-    if not isinstance(level, float | int) or isinstance(level, bool) or not 0 < level < 1:
+    if not isinstance(level, Real) or isinstance(level, bool) or not 0 < level < 1:
         raise ValueError(f"level must be a number in (0, 1); got {level!r}.")
     from scipy.stats import norm
 

@@ -301,6 +301,7 @@ def test_intervals_and_compare_errors():
             a.intervals(level=level)
     with pytest.raises(ValueError, match="aggregate must be"):
         a.intervals(aggregate="mean")
+    assert_allclose(a.intervals(level=np.float32(0.9))["low"], a.intervals(level=0.9)["low"])
     lonely = RollingReport({"chunk": np.array([1]), "user": np.array([4]),
                             "warm": np.array([True]), "n_relevant": np.array([1]),
                             "recall@1": np.array([1.0])}, ["recall@1"])
@@ -320,6 +321,16 @@ def test_rolling_evaluate_without_pandas(monkeypatch):
     table = report.to_frame()
     assert_allclose(table["recall@2"], [0.75, 1, 0, 2 / 3])
     assert "per-user" in report.summary()
+    intervals = report.intervals()
+    assert list(intervals["metric"]) == report.metric_names
+    assert_allclose(intervals["mean"], list(report.overall().values()))
+    compared = report.compare(report)
+    assert_allclose(compared["difference"], 0)
+    from sklearn_micro.experiment import comparison_table, results_table
+
+    reports = {"a": report, "b": report}
+    assert "| a | 0.750 ± " in results_table(reports, (2,), intervals=True)
+    assert "| b | +0.0% [+0.0%, +0.0%] |" in comparison_table(reports, "a", ["recall@2"])
 
 
 def test_rolling_evaluate_errors():
