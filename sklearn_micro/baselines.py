@@ -503,8 +503,9 @@ class ANNRecommender(_WindowRecommender):
         How far beyond the best candidates an NNDescent query searches
         (`pynndescent.NNDescent.query`'s ``epsilon``, whose default it is): larger finds
         more of the exact neighbours for more time. On a fave-shaped log at 1/4 of the
-        paper's scale, 0.3 found 98.6 of the exact top 100 against 96.9 at 0.1, for about
-        1.8 times the query time (docs: "ANN at scale").
+        paper's scale, ``n_neighbors=60, epsilon=0.3`` gave lists agreeing with the exact
+        search's on 99.6 of 100 items against 96.8 with the defaults, for about twice the
+        query time (docs: "ANN at scale").
     random_state : int, RandomState instance or None, default=None
         Seeds the NNDescent index; fixed for the fitted state, so a pickled and restored
         recommender builds the same index.

@@ -508,10 +508,10 @@ def run_experiment(
     train, test = check_log(train, input_name="train"), check_log(test, input_name="test")
     verbose = int(bool(progress))
     embedded = None
-    # a run whose every method is evaluated needs neither the embedding nor the clusters
-    finished = all(stages.has(f"{name} report") for name in methods)
-    micro = {"MiCRO", "MiCRO (paper)"} & set(methods) if not finished else set()
-    if micro or ("ANN" in methods and not finished):
+    # the embedding and the clusters serve only the methods still to be evaluated
+    pending = {name for name in methods if not stages.has(f"{name} report")}
+    micro = {"MiCRO", "MiCRO (paper)"} & pending
+    if micro or "ANN" in pending:
         def embed():
             embedder = _make(GraphEmbedder, n_components, random_state=random_state,
                              n_jobs=n_jobs, verbose=verbose).fit(train)
@@ -660,12 +660,10 @@ def comparison_table(reports: dict[str, RollingReport], reference: str,
         if name == reference:
             continue
         table = reports[reference].compare(report, level=level)
-        relative, low, high = (_by_metric(table, c) for c in ("relative", "low", "high"))
-        cells = []
-        for metric in metrics:
-            base = float(report.overall()[metric])
-            cells.append(f"{relative[metric]:+.1%} "
-                         f"[{low[metric] / base:+.1%}, {high[metric] / base:+.1%}]")
+        relative, low, high = (_by_metric(table, c)
+                               for c in ("relative", "relative_low", "relative_high"))
+        cells = [f"{relative[m]:+.1%} [{low[m]:+.1%}, {high[m]:+.1%}]"
+                 if np.isfinite(relative[m]) else "n/a (a mean of 0)" for m in metrics]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

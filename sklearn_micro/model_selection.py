@@ -582,6 +582,27 @@ def _z_of(level) -> float:
     return float(norm.ppf(0.5 + level / 2))
 
 
+def _relative_and_half_width(user_n, a, b, aggregate, z):
+    """The ratio of two paired means less one, and the half width of its normal interval:
+    for users' values a_u and b_u (sums, or means for ``"per_user"``), the ratio
+    R = sum a / sum b has the linearized error sqrt(U / (U - 1) sum_u (a_u - R b_u)**2) /
+    |sum b|."""
+    n_users = user_n.shape[0]
+    if aggregate == "per_user":
+        a, b = a / user_n[:, None], b / user_n[:, None]
+    total_a, total_b = a.sum(axis=0), b.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = total_a / total_b
+        if n_users > 1:
+            residual = a - np.where(np.isfinite(ratio), ratio, 0.0)[None, :] * b
+            spread = (np.sqrt(n_users / (n_users - 1) * (residual**2).sum(axis=0))
+                      / np.abs(total_b))
+            spread = np.where(np.isfinite(ratio), spread, np.nan)
+        else:
+            spread = np.full(ratio.shape, np.nan)
+    return ratio - 1.0, z * spread
+
+
 def _mean_and_half_width(user_n, user_sums, aggregate, z):
     """Mean of each column and the half width of its normal interval, users as the unit:
     of the users' means for ``"per_user"``, of the ratio sum / points for ``"overall"``."""
@@ -787,7 +808,9 @@ class RollingReport:
         linearized (cluster-robust) one: ``sqrt(U / (U - 1) * sum_u (S_u - R n_u)**2) /
         sum_u n_u`` for U users with n_u points summing to S_u and R the mean. Both are
         normal approximations, good for the many users of a retrieval log, and cheap
-        (computed from the per-user sums, never from the points).
+        (computed from the per-user sums, never from the points). They count the
+        variation between users for these test chunks, not between chunks: what all users
+        share in a chunk (a trend) is held fixed.
 
         Parameters
         ----------
@@ -800,7 +823,7 @@ class RollingReport:
         -------
         table : DataFrame
             Indexed by metric, with columns ``mean``, ``low``, ``high`` (a dict of columns
-            without pandas). NaN with fewer than two users.
+            without pandas); ``low`` and ``high`` are NaN with fewer than two users.
 
         See Also
         --------
@@ -834,8 +857,10 @@ class RollingReport:
         -------
         table : DataFrame
             Indexed by the metrics the reports share, with columns ``difference``, ``low``,
-            ``high`` and ``relative`` (the difference over ``other``'s mean) (a dict of
-            columns without pandas).
+            ``high``, ``relative`` (the ratio of the means less one) and its interval
+            ``relative_low``, ``relative_high`` (the ratio's error linearized, the
+            uncertainty of both means counted) (a dict of columns without pandas).
+            ``relative`` is infinite or NaN where ``other``'s mean is 0.
 
         Raises
         ------
@@ -862,12 +887,11 @@ class RollingReport:
         a = mine.user_sums[:, [self.metric_names.index(n) for n in names]]
         b = theirs.user_sums[:, [other.metric_names.index(n) for n in names]]
         diff, half = _mean_and_half_width(mine.user_n, a - b, aggregate, z)
-        base, _ = _mean_and_half_width(mine.user_n, b, aggregate, z)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            relative = diff / base
+        relative, relative_half = _relative_and_half_width(mine.user_n, a, b, aggregate, z)
         return self._frame({"metric": np.array(names), "difference": diff,
-                            "low": diff - half, "high": diff + half, "relative": relative},
-                           "metric")
+                            "low": diff - half, "high": diff + half, "relative": relative,
+                            "relative_low": relative - relative_half,
+                            "relative_high": relative + relative_half}, "metric")
 
     def to_frame(self):
         """The summary table: overall (all, warm, cold points) and per-user means.

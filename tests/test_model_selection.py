@@ -278,6 +278,22 @@ def test_compare_is_paired_by_user():
         ia, ib = a.intervals().loc[name], b.intervals().loc[name]
         unpaired = np.hypot(ia.high - ia["mean"], ib.high - ib["mean"])
         assert table.loc[name, "high"] - table.loc[name, "difference"] < unpaired
+    # the relative difference's interval counts the uncertainty of both means: as wide as
+    # a bootstrap of the users, against a method far from a's (where the difference's
+    # interval over the other's mean would be much too narrow)
+    points_a = a.points
+    far_points = {c: points_a[c].to_numpy() for c in ("chunk", "user", "warm", "n_relevant")}
+    far_points["recall@10"] = np.random.default_rng(5).uniform(0, 0.2, len(points_a))
+    far = RollingReport(far_points, ["recall@10"])
+    row = a.compare(far).loc["recall@10"]
+    sums_a = points_a.groupby("user")["recall@10"].sum().to_numpy()
+    sums_far = far.points.groupby("user")["recall@10"].sum().to_numpy()
+    draws = np.random.default_rng(4).integers(0, sums_a.size, (2000, sums_a.size))
+    boot = sums_a[draws].sum(axis=1) / sums_far[draws].sum(axis=1) - 1
+    assert_allclose(row["relative"], sums_a.sum() / sums_far.sum() - 1)
+    half = (row["relative_high"] - row["relative_low"]) / 2
+    assert half == pytest.approx(1.959963984540054 * boot.std(), rel=0.1)
+    assert half > 1.2 * (row["high"] - row["difference"]) / far.overall()["recall@10"]
     per_user = a.compare(b, aggregate="per_user")
     assert_allclose(per_user.loc["recall@10", "difference"],
                     a.per_user()["recall@10"] - b.per_user()["recall@10"])
@@ -331,6 +347,11 @@ def test_rolling_evaluate_without_pandas(monkeypatch):
     reports = {"a": report, "b": report}
     assert "| a | 0.750 ± " in results_table(reports, (2,), intervals=True)
     assert "| b | +0.0% [+0.0%, +0.0%] |" in comparison_table(reports, "a", ["recall@2"])
+    points = report.points
+    zero = RollingReport({**{c: points[c] for c in ("chunk", "user", "warm", "n_relevant")},
+                          "recall@2": np.zeros(4)}, ["recall@2"])
+    assert "| zero | n/a (a mean of 0) |" in comparison_table({"a": report, "zero": zero}, "a",
+                                                                ["recall@2"])
 
 
 def test_rolling_evaluate_errors():

@@ -107,6 +107,10 @@ def test_resume_after_a_kill_prints_the_same_tables(data_file, uninterrupted, tm
     else:
         assert f"{stop_after} (from its checkpoint)" in resumed.stdout
     assert "from checkpoint" in resumed.stdout
+    if stop_after == "RecentItems rolling":
+        # only RecentItems is left: neither the embedding nor the clusters are loaded
+        log = resumed.stdout.split("Per stage")[0]
+        assert "graph embedding" not in log and "clustering" not in log
 
 
 def test_a_resumed_run_reports_the_whole_jobs_stages(data_file, whole_run, tmp_path):
