@@ -582,45 +582,33 @@ def _z_of(level) -> float:
     return float(norm.ppf(0.5 + level / 2))
 
 
-def _relative_and_half_width(user_n, a, b, aggregate, z):
-    """The ratio of two paired means less one, and the half width of its normal interval:
-    for users' values a_u and b_u (sums, or means for ``"per_user"``), the ratio
-    R = sum a / sum b has the linearized error sqrt(U / (U - 1) sum_u (a_u - R b_u)**2) /
-    |sum b|."""
-    n_users = user_n.shape[0]
+def _user_values(user_n, user_sums, aggregate):
+    """Each user's ``(a_u, b_u)`` whose ratio ``sum a / sum b`` is the aggregate: the sums
+    over the user's points and their number for ``"overall"``, the user's means and 1 for
+    ``"per_user"``."""
+    n = user_n.astype(np.float64)[:, None]
     if aggregate == "per_user":
-        a, b = a / user_n[:, None], b / user_n[:, None]
-    total_a, total_b = a.sum(axis=0), b.sum(axis=0)
+        return user_sums / n, np.ones_like(n)
+    return user_sums, n
+
+
+def _ratio_interval(a, b, z):
+    """Per column, the ratio ``R = sum_u a_u / sum_u b_u`` of users' values and the half
+    width of its normal interval, the error linearized with users as the unit:
+    ``z * sqrt(U / (U - 1) * sum_u (a_u - R b_u)**2) / |sum_u b_u|``. With every b_u = 1
+    it is a mean of independent values and its usual interval. NaN where the ratio is not
+    finite or with fewer than two users."""
+    n_users = a.shape[0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = total_a / total_b
-        if n_users > 1:
-            residual = a - np.where(np.isfinite(ratio), ratio, 0.0)[None, :] * b
-            spread = (np.sqrt(n_users / (n_users - 1) * (residual**2).sum(axis=0))
-                      / np.abs(total_b))
-            spread = np.where(np.isfinite(ratio), spread, np.nan)
-        else:
-            spread = np.full(ratio.shape, np.nan)
-    return ratio - 1.0, z * spread
-
-
-def _mean_and_half_width(user_n, user_sums, aggregate, z):
-    """Mean of each column and the half width of its normal interval, users as the unit:
-    of the users' means for ``"per_user"``, of the ratio sum / points for ``"overall"``."""
-    n_users = user_n.shape[0]
-    if n_users == 0:
-        nan = np.full(user_sums.shape[1], np.nan)
-        return nan, nan
-    n = user_n.astype(np.float64)
-    if aggregate == "per_user":
-        values = user_sums / n[:, None]
-        mean = values.mean(axis=0)
-        spread = values.std(axis=0, ddof=1) / np.sqrt(n_users) if n_users > 1 else np.nan
-    else:
-        mean = user_sums.sum(axis=0) / n.sum()
-        residual = user_sums - mean[None, :] * n[:, None]
-        spread = (np.sqrt(n_users / (n_users - 1) * (residual**2).sum(axis=0)) / n.sum()
-                  if n_users > 1 else np.nan)
-    return mean, z * np.broadcast_to(spread, mean.shape)
+        total_b = b.sum(axis=0)
+        ratio = a.sum(axis=0) / total_b
+        if n_users < 2:
+            return ratio, np.full(ratio.shape, np.nan)
+        finite = np.isfinite(ratio)
+        residual = a - np.where(finite, ratio, 0.0)[None, :] * b
+        half = z * np.sqrt(n_users / (n_users - 1) * (residual**2).sum(axis=0)) / np.abs(
+            total_b)
+    return ratio, np.where(finite, half, np.nan)
 
 
 class RollingReport:
@@ -829,8 +817,9 @@ class RollingReport:
         --------
         compare : The difference from another report on the same points, paired by user.
         """
-        mean, half = _mean_and_half_width(self._sums.user_n, self._sums.user_sums,
-                                          _check_aggregate(aggregate), _z_of(level))
+        mean, half = _ratio_interval(
+            *_user_values(self._sums.user_n, self._sums.user_sums, _check_aggregate(aggregate)),
+            _z_of(level))
         return self._frame({"metric": np.array(self.metric_names), "mean": mean,
                             "low": mean - half, "high": mean + half}, "metric")
 
@@ -886,8 +875,10 @@ class RollingReport:
                              f"{other.metric_names}.")
         a = mine.user_sums[:, [self.metric_names.index(n) for n in names]]
         b = theirs.user_sums[:, [other.metric_names.index(n) for n in names]]
-        diff, half = _mean_and_half_width(mine.user_n, a - b, aggregate, z)
-        relative, relative_half = _relative_and_half_width(mine.user_n, a, b, aggregate, z)
+        diff, half = _ratio_interval(*_user_values(mine.user_n, a - b, aggregate), z)
+        ratio, relative_half = _ratio_interval(_user_values(mine.user_n, a, aggregate)[0],
+                                               _user_values(mine.user_n, b, aggregate)[0], z)
+        relative = ratio - 1.0
         return self._frame({"metric": np.array(names), "difference": diff,
                             "low": diff - half, "high": diff + half, "relative": relative,
                             "relative_low": relative - relative_half,
