@@ -92,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="a unix-seconds column of --data to cut into chunks instead")
     rep.add_argument("--chunk-length", type=float, default=None, metavar="SECONDS",
                      help="chunk length for --time or the raw Higgs/MovieLens files")
+    rep.add_argument("--phi-min-count", type=float, default=0.0, metavar="C",
+                     help="both MiCRO rows score an item from an interest only where it has "
+                          "at least C of the interest's engagements in the latest chunk "
+                          "(default: 0, every count: the exact top M)")
     rep.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     rep.add_argument("--n-jobs", type=int, default=-1, metavar="N",
                      help="threads of every estimator (default: -1, all cores)")
@@ -171,6 +175,8 @@ def _config(args) -> dict:
         config["data"] = str(Path(args.data).resolve())
         config["data_size"] = stat.st_size
         config["data_mtime"] = int(stat.st_mtime)
+    if args.phi_min_count:  # runs from before the option resume as they were
+        config["phi_min_count"] = args.phi_min_count
     return config
 
 
@@ -203,6 +209,9 @@ def reproduce(args) -> int:
     for value, flag in ((args.k, "--k"), (args.m, "-m"), (args.dim, "--dim")):
         if value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
+    if not 0 <= args.phi_min_count < float("inf"):
+        raise CommandError(f"--phi-min-count must be a count of at least 0; got "
+                           f"{args.phi_min_count:g}")
     if args.chunk_length is not None and not 0 < args.chunk_length < float("inf"):
         raise CommandError(f"--chunk-length must be a positive number of seconds; got "
                            f"{args.chunk_length:g}")
@@ -245,7 +254,8 @@ def reproduce(args) -> int:
                              methods=["MiCRO (paper)", "MiCRO", *baselines],
                              n_components=args.dim, m_values=m_values,
                              random_state=args.seed, progress=not args.quiet,
-                             n_jobs=args.n_jobs, stages=stages)
+                             n_jobs=args.n_jobs, stages=stages,
+                             micro_params={"phi_min_count": args.phi_min_count})
     overall = results_table(reports, m_values, intervals=True)
     per_user = results_table(reports, m_values, aggregate="per_user", intervals=True)
     against = comparison_table(reports, "MiCRO", [f"recall@{args.m}", f"mrr@{args.m}"])

@@ -460,6 +460,7 @@ def run_experiment(
     n_jobs: int | None = -1,
     stages: Stages | None = None,
     keep_points: bool = False,
+    micro_params: dict | None = None,
 ) -> dict[str, RollingReport]:
     """Fit each method on ``train`` and evaluate it on ``test`` with the rolling protocol.
 
@@ -494,6 +495,8 @@ def run_experiment(
         By default the stages are recorded without checkpoints.
     keep_points : bool, default=False
         Keep every (user, chunk) point in the reports (memory grows with the points).
+    micro_params : dict, optional
+        More parameters of both MiCRO rows, for example ``{"phi_min_count": 2}``.
 
     Returns
     -------
@@ -505,6 +508,7 @@ def run_experiment(
         raise ValueError(f"methods must be among {list(METHODS)}; got {unknown}.")
     if stages is None:
         stages = Stages(say=log)
+    micro_settings = dict(micro_params or {})
     train, test = check_log(train, input_name="train"), check_log(test, input_name="test")
     verbose = int(bool(progress))
     embedded = None
@@ -556,11 +560,12 @@ def run_experiment(
         else:
             def fit(name=name, embedded=embedded):
                 if name == "MiCRO":
-                    return _make(MiCRO, random_state=random_state, n_jobs=n_jobs,
-                                 verbose=verbose).fit(embedded)
+                    return MiCRO(**{**micro_settings, "random_state": random_state,
+                                    "n_jobs": n_jobs, "verbose": verbose}).fit(embedded)
                 if name == "MiCRO (paper)":
-                    return _make(MiCRO, personal=0, phi_decay=0, random_state=random_state,
-                                 n_jobs=n_jobs, verbose=verbose).fit(embedded)
+                    return MiCRO(**{**micro_settings, "personal": 0, "phi_decay": 0,
+                                    "random_state": random_state, "n_jobs": n_jobs,
+                                    "verbose": verbose}).fit(embedded)
                 if name == "ANN":
                     return _make(ANNRecommender, random_state=random_state,
                                  n_jobs=n_jobs).fit(embedded)

@@ -86,6 +86,29 @@ def test_resume_errors_are_one_line(tmp_path):
     assert out.returncode == 2 and "--no-checkpoints" in out.stderr
 
 
+def test_phi_min_count_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, capsys):
+    import pickle
+
+    log = make_engagements(n_users=300, n_items=400, n_chunks=5, n_interests=4,
+                           n_engagements=5000, random_state=0)
+    path = tmp_path / "log.csv"
+    np.savetxt(path, np.column_stack([log.user, log.item, log.chunk]), fmt="%d",
+               delimiter=",", header="user,item,chunk", comments="")
+    args = ["reproduce", "--data", str(path), "--k", "4", "--dim", "8", "--train-chunks", "3",
+            "--baselines", "Popularity", "--quiet", "--out", str(tmp_path / "out")]
+    assert main([*args, "--phi-min-count", "2"]) == 0
+    capsys.readouterr()
+    for name in ("MiCRO", "MiCRO (paper)"):
+        with open(tmp_path / "out" / "checkpoints" / f"{name} fit.pkl", "rb") as f:
+            assert pickle.load(f).phi_min_count == 2
+    # the checkpoints belong to a run with that setting
+    assert main([*args, "--phi-min-count", "3", "--resume"]) == 2
+    assert "phi_min_count=2.0" in capsys.readouterr().err
+    out = run(*args, "--phi-min-count", "-1")
+    assert out.returncode == 2 and "--phi-min-count must be" in out.stderr
+    assert out.stderr.strip().count("\n") == 0
+
+
 def test_compact_log_is_sorted_narrow_and_split_without_a_copy():
     from sklearn_micro._log import EngagementLog
     from sklearn_micro.experiment import compact_chunks, compact_log, split_chunks

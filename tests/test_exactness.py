@@ -4,7 +4,8 @@
   ``p(z = k) ∝ (alpha_u[k] + N[u,k]) (beta + N[i,k,t]) / (I_t beta + N[k,t])`` enumerated
   by hand, with a chi-square test; the same test rejects a wrong conditional.
 - ``recommend`` against a dense scan of ``theta @ phi`` over the latest chunk's items, on
-  logs drawn by hypothesis: equal up to ties.
+  logs drawn by hypothesis: equal up to ties; with ``phi_min_count``, the scan of the
+  counts below it taken as 0.
 """
 
 import numpy as np
@@ -126,12 +127,14 @@ def test_one_sweep_of_partial_fit_draws_from_the_exact_conditional():
 def dense_scores(model, users):
     """``theta @ phi`` over the latest chunk's items, dense, from the model's public state:
     ``theta`` from `user_interests`, ``phi[k, i] = (beta + N[i,k,t]) / (I_t beta + N[k,t])``
-    from the phi counts. Returns the scores (n_users, I_t) and the items' external ids."""
+    from the phi counts, those below ``model.phi_min_count`` taken as 0 (``N[k,t]`` keeps
+    them). Returns the scores (n_users, I_t) and the items' external ids."""
     theta = model.user_interests(users).toarray()
     n_items = model.chunk_items_.shape[0]
     counts = np.zeros((model.n_interests_, n_items))
     k = np.repeat(np.arange(model.n_interests_), np.diff(model.phi_indptr_))
     np.add.at(counts, (k, model.phi_item_), model.phi_count_)
+    counts[counts < model.phi_min_count] = 0.0
     phi = (model.beta + counts) / (n_items * model.beta + model.interest_count_[:, None])
     return theta @ phi, model.item_ids_.ids[model.chunk_items_]
 
@@ -162,12 +165,12 @@ def logs(draw):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(logs(), st.integers(1, 16), st.sampled_from([0.0, 0.5]), st.booleans(),
-       st.booleans(), st.integers(0, 3))
+       st.booleans(), st.integers(0, 3), st.sampled_from([0, 0, 1.5, 2, 3]))
 def test_recommend_equals_a_dense_scan_up_to_ties(log, m, phi_decay, after_fit, exclude_seen,
-                                                  seed):
+                                                  seed, phi_min_count):
     train, interests, chunk = log
-    model = MiCRO(personal=0, phi_decay=phi_decay, random_state=seed).fit(
-        train, item_interest=interests)
+    model = MiCRO(personal=0, phi_decay=phi_decay, phi_min_count=phi_min_count,
+                  random_state=seed).fit(train, item_interest=interests)
     given_logs = train if after_fit else np.vstack([train, chunk])
     if not after_fit:
         model.partial_fit(chunk)

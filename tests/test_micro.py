@@ -232,6 +232,30 @@ def test_the_chunks_ranking_layout_is_remade_per_chunk_and_not_saved(params):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("params", [{}, {"personal": 0, "phi_decay": 0}])
+def test_phi_min_count_set_after_fit_takes_effect_and_old_pickles_score_every_count(params):
+    users = [0, 1, 2, 3]
+    model = fitted(**params).partial_fit(CHUNK)
+    exact = model.recommend(users, 4)
+    # a count no entry reaches: the users' interests hold no candidate, popularity ranks
+    model.set_params(phi_min_count=10)
+    items, scores = model.recommend(users, 4)
+    pop = model.item_ids_.ids[model.chunk_items_[model.popular_order_]]
+    np.testing.assert_array_equal(items[:3, :pop.shape[0]], np.tile(pop, (3, 1)))
+    assert not np.array_equal(scores, exact[1])
+    model.set_params(phi_min_count=0)
+    for a, b in zip(exact, model.recommend(users, 4), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # a model pickled before the parameter existed scores every count
+    state = model.__getstate__()
+    del state["phi_min_count"]
+    old = MiCRO.__new__(MiCRO)
+    old.__setstate__(state)
+    assert old.phi_min_count == 0
+    for a, b in zip(exact, old.recommend(users, 4), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 # ------------------------------------------------------------------ properties
 
 @st.composite

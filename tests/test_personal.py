@@ -49,6 +49,8 @@ from sklearn_micro.datasets import make_engagements
     ({"personal_decay": 1.5}, "'personal_decay' parameter"),
     ({"phi_decay": 1.0}, "'phi_decay' parameter"),
     ({"phi_decay": "chosen"}, "'phi_decay' parameter"),
+    ({"phi_min_count": -1}, "'phi_min_count' parameter"),
+    ({"phi_min_count": "2"}, "'phi_min_count' parameter"),
 ])
 def test_bad_parameters_are_named(params, message):
     with pytest.raises(ValueError, match=message):
@@ -106,12 +108,14 @@ def dense_personal_scores(model, users, given_logs, lam):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(logs(), st.integers(1, 16), st.sampled_from([0.25, 0.5, 1.0]), st.integers(1, 3),
        st.sampled_from([0.5, 1.0]), st.sampled_from([0.0, 0.5]), st.booleans(),
-       st.booleans(), st.integers(0, 3))
+       st.booleans(), st.integers(0, 3), st.sampled_from([0, 0, 1.5, 2]))
 def test_recommend_equals_a_dense_computation_of_s(log, m, personal, window, decay,
-                                                   phi_decay, after_fit, exclude_seen, seed):
+                                                   phi_decay, after_fit, exclude_seen, seed,
+                                                   phi_min_count):
     train, interests, chunk = log
     model = MiCRO(personal=personal, personal_window=window, personal_decay=decay,
-                  phi_decay=phi_decay, random_state=seed).fit(train, item_interest=interests)
+                  phi_decay=phi_decay, phi_min_count=phi_min_count,
+                  random_state=seed).fit(train, item_interest=interests)
     given_logs = train if after_fit else np.vstack([train, chunk])
     if not after_fit:
         model.partial_fit(chunk)
@@ -304,7 +308,8 @@ def _selection(model, log):
                                          len(model.item_ids_), model.n_interests_)
     return micro_module._select_personal_weight(
         training, alpha=model.alpha, beta=model.beta, phi_decay=model.phi_decay_,
-        window=model.personal_window, decay=model.personal_decay, max_users=10**9)
+        window=model.personal_window, decay=model.personal_decay,
+        min_count=model.phi_min_count, max_users=10**9)
 
 
 def _brute_force_selection(log, interests, model, grid=micro_module.PERSONAL_GRID):
@@ -325,7 +330,9 @@ def _brute_force_selection(log, interests, model, grid=micro_module.PERSONAL_GRI
         for g, lam in enumerate(grid):
             fitted_before = MiCRO(personal=lam, personal_window=model.personal_window,
                                   personal_decay=model.personal_decay,
-                                  phi_decay=model.phi_decay_).fit(train, item_interest=interests)
+                                  phi_decay=model.phi_decay_,
+                                  phi_min_count=model.phi_min_count,
+                                  ).fit(train, item_interest=interests)
             items = fitted_before.recommend(users, 100)[0]
             sums[g] += [recall_at(items, relevant, 100).sum(), mrr_at(items, relevant, 100).sum()]
         n_points += users.shape[0]
@@ -336,12 +343,14 @@ def _brute_force_selection(log, interests, model, grid=micro_module.PERSONAL_GRI
     return best, scores
 
 
-@pytest.mark.parametrize("seed, n_interests", [(0, 8), (1, 40), (2, 8)])
-def test_learned_weight_equals_a_brute_force_selection(seed, n_interests):
+@pytest.mark.parametrize("seed, n_interests, phi_min_count",
+                         [(0, 8, 0), (1, 40, 0), (2, 8, 0), (0, 8, 2), (1, 40, 3)])
+def test_learned_weight_equals_a_brute_force_selection(seed, n_interests, phi_min_count):
     log = make_engagements(n_users=200, n_items=600, n_chunks=10, n_interests=8,
                            n_engagements=4000, random_state=seed)
     interests = _interests_of(log, n_interests)
-    model = MiCRO(personal="learned", phi_decay="auto", personal_window=3, random_state=0)
+    model = MiCRO(personal="learned", phi_decay="auto", personal_window=3,
+                  phi_min_count=phi_min_count, random_state=0)
     model.fit(log, item_interest=interests)
     best, scores = _selection(model, log)
     want_best, want_scores = _brute_force_selection(log, interests, model)

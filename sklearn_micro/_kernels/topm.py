@@ -274,6 +274,18 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     return items, scores, n_filled
 
 
+def retrieval_phi(phi_ptr, phi_item, phi_cnt, min_count):
+    """The interest-major CSR ``phi_*`` as retrieval reads it: the entries whose count is
+    at least ``min_count`` (the same arrays when every entry is)."""
+    if phi_cnt.shape[0] == 0 or phi_cnt.min() >= min_count:
+        return phi_ptr, phi_item, phi_cnt
+    keep = phi_cnt >= min_count
+    rows = np.repeat(np.arange(phi_ptr.shape[0] - 1, dtype=np.int64), np.diff(phi_ptr))
+    ptr = np.zeros_like(phi_ptr)
+    np.cumsum(np.bincount(rows[keep], minlength=phi_ptr.shape[0] - 1), out=ptr[1:])
+    return ptr, phi_item[keep], phi_cnt[keep]
+
+
 def group_by_interest(phi_ptr, phi_item, phi_cnt, n_local):
     """A numbering of the latest chunk's items interest by interest, for the top-m kernels.
 
