@@ -52,7 +52,7 @@ def _protocol_cases():
             yield pytest.param(name, check, marks=marks, id=f"{name}-{check.__name__}")
 
 
-@pytest.mark.parametrize("name, check", _protocol_cases())
+@pytest.mark.parametrize("name, check", list(_protocol_cases()))
 def test_recommender_protocol(name, check):
     check(FACTORIES[name], *DATA)
 

@@ -111,7 +111,7 @@ def _params():
         yield pytest.param(path, kind, id=path, marks=marks)
 
 
-@pytest.mark.parametrize("path, kind", _params())
+@pytest.mark.parametrize("path, kind", list(_params()))
 def test_docstring(path, kind):
     errors = _errors(path, kind)
     if errors:
