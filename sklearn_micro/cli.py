@@ -210,7 +210,7 @@ def reproduce(args) -> int:
         if value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
     if not 0 <= args.phi_min_count < float("inf"):
-        raise CommandError(f"--phi-min-count must be a count of at least 0; got "
+        raise CommandError(f"--phi-min-count must be a finite count of at least 0; got "
                            f"{args.phi_min_count:g}")
     if args.chunk_length is not None and not 0 < args.chunk_length < float("inf"):
         raise CommandError(f"--chunk-length must be a positive number of seconds; got "

@@ -496,7 +496,9 @@ def run_experiment(
     keep_points : bool, default=False
         Keep every (user, chunk) point in the reports (memory grows with the points).
     micro_params : dict, optional
-        More parameters of both MiCRO rows, for example ``{"phi_min_count": 2}``.
+        More parameters of both MiCRO rows, for example ``{"phi_min_count": 2}``; the
+        paper's row keeps ``personal=0, phi_decay=0``, and ``random_state``, ``n_jobs``
+        and ``verbose`` are the ones above. Checked before any stage runs.
 
     Returns
     -------
@@ -509,6 +511,8 @@ def run_experiment(
     if stages is None:
         stages = Stages(say=log)
     micro_settings = dict(micro_params or {})
+    # a wrong name or value fails now, not after the embedding
+    MiCRO(**micro_settings)._validate_params()
     train, test = check_log(train, input_name="train"), check_log(test, input_name="test")
     verbose = int(bool(progress))
     embedded = None

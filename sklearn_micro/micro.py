@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._dask import resolve_n_jobs
 from ._gibbs import build_layout, run_chain
 from ._kernels import numba_threads, sampler
+from ._kernels.csr import keep_entries
 from ._kernels.topm import (
     fill_remainder,
     group_by_interest,
@@ -598,8 +599,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         return items, scores
 
     def _grouped_chunk(self) -> dict:
-        """The latest chunk with its items numbered interest by interest
-        (`group_by_interest`) as the top-m kernels take it: made once per chunk, not saved."""
+        """The latest chunk as the top-m kernels take it: ``phi`` pruned to
+        ``phi_min_count`` (`retrieval_phi`) and the items numbered interest by interest
+        (`group_by_interest`); made once per chunk and setting, not saved."""
         cache = self.__dict__.get("_grouped")
         min_count = float(self.phi_min_count)
         if cache is None or cache["of"] is not self.phi_item_ or cache["min_count"] != min_count:
@@ -878,9 +880,7 @@ def _held_out_personal_ranks(log: _TrainingLog, c, previous, grid, *, alpha, bet
     count[np.searchsorted(key, late_row * log.n_interests + late_k)] -= \
         late_count.astype(np.int64)
     alive = count > 0
-    indptr = np.zeros(users.shape[0] + 1, np.int64)
-    np.cumsum(np.bincount(entry_row[alive], minlength=users.shape[0]), out=indptr[1:])
-    indptr, k, theta = _user_mixtures(indptr, k[alive], count[alive],
+    indptr, k, theta = _user_mixtures(keep_entries(indptr, alive), k[alive], count[alive],
                                       np.arange(users.shape[0]), alpha)
     # phi of chunk c - 1, carrying the decayed chunks before it, as fit leaves it
     carried = (log.chunk <= previous) & (log.chunk >= previous - _carried_chunks(phi_decay))

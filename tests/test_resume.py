@@ -222,3 +222,19 @@ def test_the_ledger_keeps_a_stage_measured_before_the_first_checkpoint(tmp_path)
     saved = json.loads((tmp_path / "stages.json").read_text())["stages"]
     assert [s["name"] for s in saved] == ["no checkpoint", "a"]
     assert [s["name"] for s in stages.to_dict()["stages"]] == ["no checkpoint", "a"]
+
+
+@pytest.mark.parametrize("params, error", [({"phi_min_cont": 2}, TypeError),
+                                           ({"phi_min_count": -1}, ValueError)])
+def test_micro_params_are_checked_before_any_stage(params, error):
+    from sklearn_micro import experiment
+
+    log = make_engagements(n_users=60, n_items=80, n_chunks=4, n_interests=3,
+                           n_engagements=600, random_state=0)
+    train, test = experiment.split_chunks(log, 3)
+    stages = Stages(say=None)
+    with pytest.raises(error, match="phi_min_c"):
+        experiment.run_experiment(train, test, n_interests=3, n_components=4,
+                                  methods=("MiCRO",), stages=stages, log=None,
+                                  micro_params=params)
+    assert stages.stages == []

@@ -4,6 +4,12 @@ import numpy as np
 from numba import njit
 
 
+def keep_entries(indptr, keep):
+    """The ``indptr`` of a CSR with only its entries where ``keep`` is True (every row
+    kept, the entries in their order)."""
+    return np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[indptr]
+
+
 @njit(cache=True)
 def append_to_rows(indptr, column, add_indptr, add_column):
     """The entries of each row ``r``, ``column[indptr[r]:indptr[r + 1]]``, followed by

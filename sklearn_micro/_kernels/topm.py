@@ -3,6 +3,8 @@
 import numpy as np
 from numba import njit, prange
 
+from .csr import keep_entries
+
 
 @njit(cache=True)
 def lower_bound(values, lo, hi, value):
@@ -280,10 +282,7 @@ def retrieval_phi(phi_ptr, phi_item, phi_cnt, min_count):
     if phi_cnt.shape[0] == 0 or phi_cnt.min() >= min_count:
         return phi_ptr, phi_item, phi_cnt
     keep = phi_cnt >= min_count
-    rows = np.repeat(np.arange(phi_ptr.shape[0] - 1, dtype=np.int64), np.diff(phi_ptr))
-    ptr = np.zeros_like(phi_ptr)
-    np.cumsum(np.bincount(rows[keep], minlength=phi_ptr.shape[0] - 1), out=ptr[1:])
-    return ptr, phi_item[keep], phi_cnt[keep]
+    return keep_entries(phi_ptr, keep), phi_item[keep], phi_cnt[keep]
 
 
 def group_by_interest(phi_ptr, phi_item, phi_cnt, n_local):
