@@ -5,9 +5,10 @@ samples the first test chunk with ``partial_fit`` (or takes the model of ``MiCRO
 rolling.pkl`` as it stands), then prints one table row: users' supports, ``phi`` entries
 per item, interest rows (mean and size-biased), candidate entries per user, and
 `mixture_topm`'s cpu microseconds per user (20,000 users drawn among those with a support,
-m = 100, one thread, nothing seen, the least of 3 calls) with the chunk's items as stored
-and numbered interest by interest (`group_by_interest`). docs/scale.md quotes it ("Why
-MiCRO's ranking grows faster than the log").
+m = 100, one thread, nothing seen, the least of 3 calls, interleaved) three ways: with the
+chunk's items as stored, numbered interest by interest (`group_by_interest`), and so
+numbered with every candidate offered to the heap of m (``sample=0``, no sampled cut).
+docs/scale.md quotes it ("Why MiCRO's ranking grows faster than the log").
 
     python benchmarks/ranking_work.py OUT_1_100 OUT_1_20 OUT_1_4
     python benchmarks/ranking_work.py --rolling OUT_FULL
@@ -25,7 +26,11 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from sklearn_micro._kernels.topm import group_by_interest, mixture_topm  # noqa: E402
+from sklearn_micro._kernels.topm import (  # noqa: E402
+    CUT_SAMPLE,
+    group_by_interest,
+    mixture_topm,
+)
 from sklearn_micro.micro import _interest_weights, _LatestChunk  # noqa: E402
 from sklearn_micro.model_selection import _final_recommender  # noqa: E402
 
@@ -57,24 +62,30 @@ def row(model, n_users=20_000, m=100, repeat=3) -> str:
     no_seen = np.zeros(users.size + 1, np.int64), np.empty(0, np.int64)
     order, _, phi_item, phi_count = group_by_interest(
         model.phi_indptr_, model.phi_item_, model.phi_count_, model.chunk_items_.size)
-    ways = {"stored": (model.phi_item_, model.phi_count_, model.chunk_item_count_,
-                       model.chunk_items_),
-            "grouped": (phi_item, phi_count, model.chunk_item_count_[order],
-                        model.chunk_items_[order])}
+    stored = (model.phi_item_, model.phi_count_, model.chunk_item_count_, model.chunk_items_)
+    grouped = (phi_item, phi_count, model.chunk_item_count_[order], model.chunk_items_[order])
+    ways = {"stored": (stored, CUT_SAMPLE), "grouped": (grouped, CUT_SAMPLE),
+            "one by one": (grouped, 0)}
     best = dict.fromkeys(ways, np.inf)
+    lists = {}
     for _ in range(repeat):
-        for name, chunk in ways.items():
+        for name, (chunk, sample) in ways.items():
             start = time.process_time()
-            mixture_topm(ptr, k, w, base, model.phi_indptr_, *chunk, *no_seen, m, 1)
+            lists[name] = mixture_topm(ptr, k, w, base, model.phi_indptr_, *chunk, *no_seen,
+                                       m, 1, sample)
             best[name] = min(best[name], time.process_time() - start)
+    for name in ways:
+        for a, b in zip(lists[name], lists["grouped"], strict=True):
+            np.testing.assert_array_equal(a, b)
     s = support[support > 0]
     us = {name: seconds / users.size * 1e6 for name, seconds in best.items()}
     return (f"| {rows.size:,} | {model.latest_chunk_} | {s.mean():.1f} "
             f"({np.percentile(s, 90):.0f}) | {model.chunk_items_.size:,} | "
             f"{entries.mean():.2f} | {rows.mean():.0f} "
             f"({(rows.astype(float) ** 2).sum() / rows.sum():.0f}) | "
-            f"{rows[k].sum() / users.size:,.0f} | {us['stored']:.1f} | {us['grouped']:.1f} | "
-            f"{us['stored'] / us['grouped']:.2f} |")
+            f"{rows[k].sum() / users.size:,.0f} | {us['stored']:.1f} | "
+            f"{us['one by one']:.1f} | {us['grouped']:.1f} | "
+            f"{us['stored'] / us['grouped']:.2f} | {us['one by one'] / us['grouped']:.2f} |")
 
 
 def main(argv=None):
@@ -85,8 +96,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     print("| K | chunk | support mean (p90) | items of the chunk | phi entries per item | "
           "interest row mean (size-biased) | candidate entries per user | us per user, "
-          "as stored | interest by interest | ratio |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "as stored | interest by interest, one by one | interest by interest, with the "
+          "cut | as stored / default | one by one / default |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for out in args.out:
         print(row(sampled_model(out, args.rolling)), flush=True)
 

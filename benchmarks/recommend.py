@@ -11,11 +11,12 @@ ranks them), in the same run, at each ``-m``:
   popularity);
 - "personal": the defaults' ranking with the user's recent items (`personal_topm`);
 
-each three ways: "one by one" (``stream_ratio=0``: every candidate offered to a heap of m,
-the way both kernels kept their top m before), "as stored" (the chunk's items numbered in
-their sorted order, not interest by interest: `group_by_interest` left out) and as the
-kernels run by default (a row with up to 16 candidates per slot first finds its m-th best
-score; the items numbered interest by interest, once per chunk). Every way must return the
+each three ways: "one by one" (``sample=0``: every candidate offered to a heap of m),
+"as stored" (the chunk's items numbered in their sorted order, not interest by interest:
+`group_by_interest` left out) and as the kernels run by default (a row with fewer than
+1,024 candidates first finds its m-th best score by selection, a row with more offers the
+heap only the candidates above a cut read from 512 of their scores; the items numbered
+interest by interest, once per chunk). Every way must return the
 same items and scores; the script checks it. Each figure is the least cpu time (all
 threads) of ``--repeat`` calls, the calls interleaved.
 
@@ -83,7 +84,7 @@ def timed(call, repeat):
 
 
 def one_by_one(call):
-    """``call`` with both top-m kernels given ``stream_ratio=0``."""
+    """``call`` with both top-m kernels given ``sample=0``."""
     kernels = micro_module.mixture_topm, micro_module.personal_topm
     micro_module.mixture_topm = lambda *a: kernels[0](*a, 0)
     micro_module.personal_topm = lambda *a: kernels[1](*a, 0)

@@ -30,6 +30,7 @@ from test_micro import CHUNK, TRAIN, fitted
 from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro import micro as micro_module
 from sklearn_micro._kernels.topm import (
+    CUT_SAMPLE,
     group_by_interest,
     mixture_topm,
     personal_ranks,
@@ -453,7 +454,7 @@ def ranking_inputs(draw):
                 phi_cnt=phi_cnt, item_pop=item_pop, item_share=item_pop / item_pop.sum(),
                 chunk_items=chunk_items, pop_order=pop_order, seen_ptr=seen_ptr,
                 seen_items=seen_items,
-                # a small m against many candidates takes the kernels' other path
+                # a small m against many candidates: a cut that few reach
                 m=int(rng.integers(1, 3) if rng.random() < 0.3 else rng.integers(1, n_global + 2)))
 
 
@@ -478,9 +479,10 @@ def sorted_candidates(x, r, lam):
     return [(item, -s, -pop) for s, pop, item in sorted(rows) if item not in seen]
 
 
-# 0: every row's candidates offered one by one to a heap; a large ratio: every row's m-th
-# best score found first (`_keep_best`); the default mixes both
-STREAM_RATIOS = st.sampled_from([0, 16, 10**9])
+# the candidate scores a row samples for its cut: 0 keeps every candidate; 2 and 4 cut
+# these small rows hard (the pass is often made again with no cut); 512, the default,
+# leaves them uncut
+CUT_SAMPLES = st.sampled_from([0, 2, 4, 512])
 
 
 def grouped_chunk(x, grouped):
@@ -498,15 +500,13 @@ def grouped_chunk(x, grouped):
             x["chunk_items"][order], local_of, local_of[x["pop_order"]])
 
 
-@settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), STREAM_RATIOS, st.booleans())
-def test_personal_topm_equals_a_sort_of_every_candidate(x, stream_ratio, grouped):
+def check_personal_topm(x, sample, grouped):
     phi_item, phi_cnt, pop, share, items, local_of, pop_order = grouped_chunk(x, grouped)
     items, scores = personal_topm(
         x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
         x["r_item"], x["r_w"], x["phi_ptr"], phi_item, phi_cnt, pop, share, items,
         x["chunk_items"], local_of, pop_order, x["seen_ptr"], x["seen_items"], x["m"], 2,
-        stream_ratio)
+        sample)
     for r in range(items.shape[0]):
         want = sorted_candidates(x, r, x["lam"][r])[:x["m"]]
         assert items[r, :len(want)].tolist() == [item for item, _, _ in want]
@@ -514,13 +514,11 @@ def test_personal_topm_equals_a_sort_of_every_candidate(x, stream_ratio, grouped
         assert (items[r, len(want):] == -1).all()
 
 
-@settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), STREAM_RATIOS, st.booleans())
-def test_mixture_topm_equals_a_sort_of_the_interests_items(x, stream_ratio, grouped):
+def check_mixture_topm(x, sample, grouped):
     phi_item, phi_cnt, pop, _, items, _, _ = grouped_chunk(x, grouped)
     items, scores, n_filled = mixture_topm(
         x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item, phi_cnt, pop,
-        items, x["seen_ptr"], x["seen_items"], x["m"], 2, stream_ratio)
+        items, x["seen_ptr"], x["seen_items"], x["m"], 2, sample)
     for r in range(items.shape[0]):
         acc = np.zeros(x["chunk_items"].shape[0])
         for q in range(x["q_ptr"][r], x["q_ptr"][r + 1]):
@@ -538,8 +536,52 @@ def test_mixture_topm_equals_a_sort_of_the_interests_items(x, stream_ratio, grou
 
 
 @settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), st.data(), STREAM_RATIOS)
-def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, stream_ratio):
+@given(ranking_inputs(), CUT_SAMPLES, st.booleans())
+def test_personal_topm_equals_a_sort_of_every_candidate(x, sample, grouped):
+    check_personal_topm(x, sample, grouped)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs(), CUT_SAMPLES, st.booleans())
+def test_mixture_topm_equals_a_sort_of_the_interests_items(x, sample, grouped):
+    check_mixture_topm(x, sample, grouped)
+
+
+def unlucky_sample_inputs(n_local, m, n_recent):
+    """One user of one interest whose items are scored so that the strided sample of
+    `CUT_SAMPLE` scores takes the best ones only: every tenth item counts 1,000 and more,
+    the others 1 to 9. The sample's cut is then reached by a few dozen items. The user's
+    ``n_recent`` recent items are outside the chunk and score below every item of it."""
+    li = np.arange(n_local)
+    counts = np.where(li % 10 == 0, 1000.0 + li, 1.0 + li % 9)
+    item_pop = np.ones(n_local)
+    one = np.array([0, 1], np.int64)
+    return dict(q_ptr=one, q_k=np.zeros(1, np.int64), q_w=np.array([0.5]),
+                q_base=np.array([0.125]), q_share=np.zeros(1),
+                lam=np.array([0.5 if n_recent else 0.0]),
+                r_ptr=np.array([0, n_recent], np.int64),
+                r_item=np.arange(n_recent, dtype=np.int64) * 3 + 1,
+                r_w=np.full(n_recent, 0.01), phi_ptr=np.array([0, n_local], np.int64),
+                phi_item=li.astype(np.int64), phi_cnt=counts, item_pop=item_pop,
+                item_share=item_pop / n_local, chunk_items=li * 3,
+                pop_order=np.arange(n_local), seen_ptr=np.zeros(2, np.int64),
+                seen_items=np.empty(0, np.int64), m=m)
+
+
+@pytest.mark.parametrize("m, n_recent", [(100, 0), (700, 0), (100, 150)])
+def test_a_cut_too_high_is_made_good_by_a_second_pass(m, n_recent):
+    # the 512 sampled scores are all of the 1,000s: fewer than m reach the cut (m = 100:
+    # 25; m = 700: 130), or, with 150 recent items below every item of the chunk, the
+    # heap is full but holds recent items below the cut; either way the items below the
+    # cut must be offered in a second pass
+    x = unlucky_sample_inputs(CUT_SAMPLE * 10, m, n_recent)
+    check_mixture_topm(x, CUT_SAMPLE, grouped=False)
+    check_personal_topm(x, CUT_SAMPLE, grouped=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs(), st.data(), CUT_SAMPLES)
+def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, sample):
     lams = np.array([0.0, 0.25, 0.5, 0.75])
     n = x["q_ptr"].shape[0] - 1
     n_global = int(max(x["chunk_items"].max(), x["r_item"].max(initial=0))) + 1
@@ -551,7 +593,7 @@ def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, stream_ratio):
         x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], lams, x["r_ptr"],
         x["r_item"], x["r_w"], rel_ptr, rel_item, x["phi_ptr"], x["phi_item"], x["phi_cnt"],
         x["item_pop"], x["item_share"], x["chunk_items"], x["pop_order"], x["m"], 2,
-        stream_ratio)
+        sample)
     unseen = dict(x, seen_ptr=np.zeros(n + 1, np.int64), seen_items=np.empty(0, np.int64))
     for r in range(n):
         for g, lam in enumerate(lams):

@@ -167,12 +167,12 @@ def _select(a, n, k):
     return a[k]
 
 
-# Candidates per slot above which a heap fed one by one beats a selection: most candidates
-# then fail against its root. Below it, a good share of them would enter the heap and
-# sift, so the m-th best score is found first (benchmarks/recommend.py measures both).
-# The three loops that feed candidates spell out "offer or append" inline: a helper
-# taking the choice as an argument measured 10-20% slower in the kernels.
-STREAM_RATIO = 16
+# Candidate scores a row samples to find its cut (`_sampled_cut`): a score that about
+# twice the m it needs reach, so that the candidates below it are passed over with one
+# comparison and only a few hundred are offered to the heap (`_offer_touched`). A row with
+# fewer than twice as many candidates finds its m-th best score by selection instead; 0
+# offers every candidate to the heap (benchmarks/recommend.py measures the three ways).
+CUT_SAMPLE = 512
 
 
 @njit(cache=True)
@@ -208,9 +208,120 @@ def _keep_best(hs, hp, hi, n, m, scratch):
     return size
 
 
+@njit(cache=True)
+def _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched):
+    """Add row r's ``q_w[k] * phi_cnt[k, li]`` into ``acc`` (zero on entry) and list the
+    local items it touched, once each, in ``touched``; returns their number.
+
+    An item is listed where its score is still 0 (every weight and count is positive) and
+    the list's end moves on only then: no branch on the item, whose outcome the processor
+    could not guess.
+    """
+    nt = 0
+    for q in range(q_ptr[r], q_ptr[r + 1]):
+        k = q_k[q]
+        w = q_w[q]
+        for p in range(phi_ptr[k], phi_ptr[k + 1]):
+            li = phi_item[p]
+            a = acc[li]
+            touched[nt] = li
+            nt += a == 0.0
+            acc[li] = a + w * phi_cnt[p]
+    return nt
+
+
+@njit(cache=True)
+def _touched_score(li, acc, keep, base, share, item_share):
+    # share * item_share adds exactly 0.0 when the weight is 0; keep = 1, base = 0 and
+    # share = 0 give acc[li] itself. The loops over every candidate spell this out
+    # inline: called there, it measured 10-20% slower
+    if share == 0.0:
+        return keep * (base + acc[li])
+    return keep * (base + share * item_share[li] + acc[li])
+
+
+@njit(cache=True)
+def _sampled_cut(touched, nt, acc, keep, base, share, item_share, need, sample, scratch):
+    """A score that about ``2 * need`` of the row's ``nt`` candidates reach, read from a
+    strided sample of about ``sample`` of their scores; -inf when ``nt`` is below twice
+    ``sample`` (or ``sample`` is 0)."""
+    if sample <= 0 or nt < 2 * sample:
+        return -np.inf
+    step = nt // sample
+    ns = 0
+    for t in range(0, nt, step):
+        scratch[ns] = _touched_score(touched[t], acc, keep, base, share, item_share)
+        ns += 1
+    j = (2 * need * ns) // nt + 1 + ns // 128
+    if j >= ns:
+        return -np.inf
+    return _select(scratch, ns, ns - j)
+
+
+@njit(cache=True)
+def _offer_touched(touched, nt, acc, keep, base, share, item_share, mark, item_pop,
+                   chunk_items, seen_items, lo, hi_seen, m, need, sample, hs, hp, hi, size,
+                   scratch):
+    """Offer the row's touched candidates, each with its score (`_touched_score`), to the
+    heap of the ``size`` best kept in ``hs, hp, hi``; returns its new size.
+
+    Items marked 2 in ``mark`` (when it is not empty) and seen items are left out. Fewer
+    than twice ``sample`` candidates join the heap's own and the best m of them all are
+    found by selection (`_keep_best`). More are offered one by one: a candidate below the
+    heap's root once it holds m is passed over after one comparison, and before the heap
+    fills, so is a candidate below a cut (`_sampled_cut`; ``need``: m and
+    the candidates that may be left out) that about ``2 * need`` candidates reach: with
+    the candidates in any order, most of them would otherwise enter a heap that is not
+    yet full or whose root is still low, and sift. Unless the heap then holds m
+    candidates, none below the cut, the candidates below the cut are offered in a second
+    pass (an unlucky sample, or a heap of recent items below the cut): either way the top
+    m is the same, since a candidate below the cut cannot enter a full heap whose root is
+    not below it.
+    """
+    marked = mark.shape[0] > 0
+    if sample > 0 and nt < 2 * sample:
+        # few candidates: the m-th best score is found by selection (`_keep_best`)
+        n = size
+        for t in range(nt):
+            li = touched[t]
+            if marked and mark[li] == 2:
+                continue
+            item = chunk_items[li]
+            if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+                continue
+            if share == 0.0:
+                hs[n] = keep * (base + acc[li])
+            else:
+                hs[n] = keep * (base + share * item_share[li] + acc[li])
+            hp[n] = item_pop[li]
+            hi[n] = item
+            n += 1
+        return _keep_best(hs, hp, hi, n, m, scratch)
+    cut = _sampled_cut(touched, nt, acc, keep, base, share, item_share, need, sample, scratch)
+    for below in (False, True):
+        if below and (cut == -np.inf or (size == m and hs[0] >= cut)):
+            break
+        for t in range(nt):
+            li = touched[t]
+            if share == 0.0:
+                s = keep * (base + acc[li])
+            else:
+                s = keep * (base + share * item_share[li] + acc[li])
+            if (s < cut) != below:
+                continue
+            if size == m and s < hs[0]:
+                continue
+            if marked and mark[li] == 2:
+                continue
+            item = chunk_items[li]
+            if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+                continue
+            size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+    return size
+
 @njit(cache=True, parallel=True)
 def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
-                 seen_indptr, seen_items, m, n_threads, stream_ratio=STREAM_RATIO):
+                 seen_indptr, seen_items, m, n_threads, sample=CUT_SAMPLE):
     """Exact top-m of ``q_base[r] + sum_k q_w[k] * phi_cnt[k, i]`` for each query row r.
 
     ``q_*`` is a CSR of each query's interests and weights; ``phi_*`` a CSR from interest to
@@ -221,56 +332,35 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     then the lower global index. Returns global item indices, scores and how many slots
     each row filled.
 
-    A row with more than ``stream_ratio * m`` candidates offers them one by one to a heap of
-    m; a row with fewer first finds its m-th best score (`_keep_best`). Both give the same
-    lists; 0 makes every row take the first way.
+    A row with fewer than ``2 * sample`` candidates finds its m-th best score by
+    selection; a row with more offers a heap of m only the candidates above a cut read
+    from about ``sample`` of their scores (`_offer_touched`). Any ``sample`` gives the
+    same lists; 0 offers every candidate to the heap.
     """
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
     items = np.full((n, m), -1, np.int64)
     scores = np.full((n, m), -np.inf)
     n_filled = np.zeros(n, np.int64)
+    no_mark = np.zeros(0, np.uint8)
     # one block per thread: each holds item-sized scratch, allocated once per call
     n_blocks = max(1, min(n, n_threads))
     for b in prange(n_blocks):
         acc = np.zeros(n_local)
-        touched = np.empty(n_local, np.int64)
+        touched = np.empty(n_local + 1, np.int32)
         hs = np.empty(n_local)
         hp = np.empty(n_local)
         hi = np.empty(n_local, np.int64)
         scratch = np.empty(n_local)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            nt = 0
-            for q in range(q_ptr[r], q_ptr[r + 1]):
-                k = q_k[q]
-                w = q_w[q]
-                for p in range(phi_ptr[k], phi_ptr[k + 1]):
-                    li = phi_item[p]
-                    if acc[li] == 0.0:
-                        touched[nt] = li
-                        nt += 1
-                    acc[li] += w * phi_cnt[p]
+            nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
             lo = seen_indptr[r]
             hi_seen = seen_indptr[r + 1]
-            stream = nt > stream_ratio * m
-            size = 0
+            size = _offer_touched(touched, nt, acc, 1.0, 0.0, 0.0, acc, no_mark, item_pop,
+                                  chunk_items, seen_items, lo, hi_seen, m, m + hi_seen - lo,
+                                  sample, hs, hp, hi, 0, scratch)
             for t in range(nt):
-                li = touched[t]
-                s = acc[li]
-                acc[li] = 0.0
-                if stream and size == m and s < hs[0]:
-                    continue
-                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, chunk_items[li]):
-                    continue
-                if stream:
-                    size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], chunk_items[li])
-                else:
-                    hs[size] = s
-                    hp[size] = item_pop[li]
-                    hi[size] = chunk_items[li]
-                    size += 1
-            if not stream:
-                size = _keep_best(hs, hp, hi, size, m, scratch)
+                acc[touched[t]] = 0.0
             n_filled[r] = size
             _drain(hs, hp, hi, size, items[r], scores[r], q_base[r])
     return items, scores, n_filled
@@ -328,17 +418,9 @@ def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item, p
     is the local index ``local_of[pos]``.
     """
     n_local = sorted_items.shape[0]
-    nt = 0
-    for q in range(q_ptr[r], q_ptr[r + 1]):
-        k = q_k[q]
-        w = q_w[q]
-        for p in range(phi_ptr[k], phi_ptr[k + 1]):
-            li = phi_item[p]
-            if mark[li] == 0:
-                mark[li] = 1
-                touched[nt] = li
-                nt += 1
-            acc[li] += w * phi_cnt[p]
+    nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
+    for t in range(nt):
+        mark[touched[t]] = 1
     for p in range(r_ptr[r], r_ptr[r + 1]):
         item = r_item[p]
         pos = lower_bound(sorted_items, 0, n_local, item)
@@ -354,19 +436,19 @@ def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item, p
 @njit(cache=True)
 def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, touched, nt,
                      recent_local, item_pop, item_share, chunk_items, pop_order,
-                     seen_indptr, seen_items, hs, hp, hi, scratch, m, stream_ratio):
+                     seen_indptr, seen_items, hs, hp, hi, scratch, m, sample):
     """The top-m of ``s(i)`` for row r into the heap ``hs, hp, hi``, after
     `_personal_candidates`; returns its size.
 
     ``s(i) = (1 - lam) * (base + share_weight * item_share[li] + acc[li]) + lam * r_w(i)``
     for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it. The heap and
-    ``scratch`` hold the row's recent items and ``nt`` candidates (see `_keep_best`). The
-    order of the offers does not change the top m (the order of ranking is total).
+    ``scratch`` hold the row's recent items (their best m by `_keep_best`), then the
+    ``nt`` candidates are offered (`_offer_touched`, whose ``sample`` it is). The order
+    of the candidates does not change the top m (the order of ranking is total).
     """
     lo = seen_indptr[r]
     hi_seen = seen_indptr[r + 1]
     keep = 1.0 - lam
-    stream = r_ptr[r + 1] - r_ptr[r] + nt > stream_ratio * m
     size = 0
     for p in range(r_ptr[r], r_ptr[r + 1]):
         li = recent_local[p - r_ptr[r]]
@@ -380,36 +462,15 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
             pop = 0.0
         if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
             continue
-        if stream:
-            size, _ = _offer(hs, hp, hi, size, m, s, pop, item)
-        else:
-            hs[size] = s
-            hp[size] = pop
-            hi[size] = item
-            size += 1
-    for t in range(nt):
-        li = touched[t]
-        if mark[li] == 2:
-            continue
-        # share_weight * item_share adds exactly 0.0 when the weight is 0
-        if share_weight == 0.0:
-            s = keep * (base + acc[li])
-        else:
-            s = keep * (base + share_weight * item_share[li] + acc[li])
-        if stream and size == m and s < hs[0]:
-            continue
-        item = chunk_items[li]
-        if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
-            continue
-        if stream:
-            size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
-        else:
-            hs[size] = s
-            hp[size] = item_pop[li]
-            hi[size] = item
-            size += 1
-    if not stream:
-        size = _keep_best(hs, hp, hi, size, m, scratch)
+        hs[size] = s
+        hp[size] = pop
+        hi[size] = item
+        size += 1
+    size = _keep_best(hs, hp, hi, size, m, scratch)
+    n_recent = r_ptr[r + 1] - r_ptr[r]
+    size = _offer_touched(touched, nt, acc, keep, base, share_weight, item_share, mark,
+                          item_pop, chunk_items, seen_items, lo, hi_seen, m,
+                          m + hi_seen - lo + n_recent, sample, hs, hp, hi, size, scratch)
     # the other items of the chunk, in popularity order, while they can enter
     for j in range(pop_order.shape[0]):
         li = pop_order[j]
@@ -450,7 +511,7 @@ def _max_row(indptr):
 def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                   phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items, sorted_items,
                   local_of, pop_order, seen_indptr, seen_items, m, n_threads,
-                  stream_ratio=STREAM_RATIO):
+                  sample=CUT_SAMPLE):
     """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` for each query row r.
 
     ``p(i) = q_base[r] + q_share[r] * item_share[li] + sum_k q_w[k] * phi_cnt[k, li]`` for
@@ -467,7 +528,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     Seen items (``seen_items[seen_indptr[r]:seen_indptr[r+1]]``, sorted global indices) are
     left out. Ties go to the more popular item (``item_pop``; 0 outside the chunk), then the
     lower index. Returns global item indices and scores, padded with -1 and -inf.
-    ``stream_ratio`` is `mixture_topm`'s, counting the row's recent items as candidates.
+    ``sample`` is `mixture_topm`'s.
     """
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
@@ -478,7 +539,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     for b in prange(n_blocks):
         acc = np.zeros(n_local)
         mark = np.zeros(n_local, np.uint8)
-        touched = np.empty(n_local, np.int64)
+        touched = np.empty(n_local + 1, np.int32)
         recent_local = np.empty(max_recent, np.int64)
         hs = np.empty(n_local + max_recent)
         hp = np.empty(n_local + max_recent)
@@ -491,7 +552,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
             size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
                                     acc, mark, touched, nt, recent_local, item_pop,
                                     item_share, chunk_items, pop_order, seen_indptr,
-                                    seen_items, hs, hp, hi, scratch, m, stream_ratio)
+                                    seen_items, hs, hp, hi, scratch, m, sample)
             _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
             _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores
@@ -500,7 +561,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
 @njit(cache=True, parallel=True)
 def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, rel_ptr,
                    rel_item, phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items,
-                   pop_order, m, n_threads, stream_ratio=STREAM_RATIO):
+                   pop_order, m, n_threads, sample=CUT_SAMPLE):
     """Where each row's relevant items land in `personal_topm`'s top m, for every weight.
 
     The rows, interests, recent items and chunk are `personal_topm`'s (nothing is seen);
@@ -528,7 +589,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
     for b in prange(n_blocks):
         acc = np.zeros(n_local)
         mark = np.zeros(n_local, np.uint8)
-        touched = np.empty(n_local, np.int64)
+        touched = np.empty(n_local + 1, np.int32)
         leading = np.empty(n_local, np.int64)
         recent_local = np.empty(max_recent, np.int64)
         hs = np.empty(n_local + max_recent)
@@ -563,7 +624,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                                         r_w, acc, mark, leading, n_leading, recent_local,
                                         item_pop, item_share, chunk_items, pop_order,
                                         no_seen_ptr, no_seen, hs, hp, hi, scratch, m,
-                                        stream_ratio)
+                                        sample)
                 best = -1
                 for e in range(size):
                     if hi_rel > lo and _is_seen(rel_item, lo, hi_rel, hi[e]):
