@@ -13,10 +13,10 @@ ranks them), in the same run, at each ``-m``:
 
 each three ways: "one by one" (``sample=0``: every candidate offered to a heap of m),
 "as stored" (the chunk's items numbered in their sorted order, not interest by interest:
-`group_by_interest` left out) and as the kernels run by default (a row with fewer than
-1,024 candidates first finds its m-th best score by selection, a row with more offers the
-heap only the candidates above a cut read from 512 of their scores; the items numbered
-interest by interest, once per chunk). Every way must return the
+`group_by_interest` left out) and as the kernels run by default (a row of up to 16
+candidates a slot first finds its m-th best score by selection, a row of more offers them
+to the heap, and from 1,024 candidates on only those above a cut read from 512 of their
+scores; the items numbered interest by interest, once per chunk). Every way must return the
 same items and scores; the script checks it. Each figure is the least cpu time (all
 threads) of ``--repeat`` calls, the calls interleaved.
 

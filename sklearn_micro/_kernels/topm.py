@@ -167,11 +167,14 @@ def _select(a, n, k):
     return a[k]
 
 
-# Candidate scores a row samples to find its cut (`_sampled_cut`): a score that about
-# twice the m it needs reach, so that the candidates below it are passed over with one
-# comparison and only a few hundred are offered to the heap (`_offer_touched`). A row with
-# fewer than twice as many candidates finds its m-th best score by selection instead; 0
-# offers every candidate to the heap (benchmarks/recommend.py measures the three ways).
+# Candidates per slot up to which a row finds its m-th best score by selection
+# (`_keep_best`): above it, offered one by one to a heap of m, most fail against its root.
+SELECT_RATIO = 16
+# Candidate scores a row of at least twice as many candidates samples to find its cut
+# (`_sampled_cut`): a score that about twice the m it needs reach, so that the candidates
+# below it are passed over with one comparison and only a few hundred are offered to the
+# heap (`_offer_touched`). 0 offers every candidate to the heap (benchmarks/recommend.py
+# and benchmarks/ranking_work.py measure the ways).
 CUT_SAMPLE = 512
 
 
@@ -241,11 +244,13 @@ def _touched_score(li, acc, keep, base, share, item_share):
 
 
 @njit(cache=True)
-def _sampled_cut(touched, nt, acc, keep, base, share, item_share, need, sample, scratch):
+def _sampled_cut(touched, nt, acc, keep, base, share, item_share, m, need, sample, scratch):
     """A score that about ``2 * need`` of the row's ``nt`` candidates reach, read from a
     strided sample of about ``sample`` of their scores; -inf when ``nt`` is below twice
-    ``sample`` (or ``sample`` is 0)."""
-    if sample <= 0 or nt < 2 * sample:
+    ``sample``, when m is too small for the cut to pay, or when ``sample`` is 0."""
+    if sample <= 0 or nt < 2 * sample or m * (np.log(nt / m) - 1.0) < sample / 4:
+        # a heap fed one by one takes about m * (1 + log(nt / m)) offers; with a small m
+        # the offers the cut saves do not pay for reading the sample
         return -np.inf
     step = nt // sample
     ns = 0
@@ -265,22 +270,22 @@ def _offer_touched(touched, nt, acc, keep, base, share, item_share, mark, item_p
     """Offer the row's touched candidates, each with its score (`_touched_score`), to the
     heap of the ``size`` best kept in ``hs, hp, hi``; returns its new size.
 
-    Items marked 2 in ``mark`` (when it is not empty) and seen items are left out. Fewer
-    than twice ``sample`` candidates join the heap's own and the best m of them all are
+    Items marked 2 in ``mark`` (when it is not empty) and seen items are left out. Up to
+    `SELECT_RATIO` candidates a slot join the heap's own and the best m of them all are
     found by selection (`_keep_best`). More are offered one by one: a candidate below the
-    heap's root once it holds m is passed over after one comparison, and before the heap
-    fills, so is a candidate below a cut (`_sampled_cut`; ``need``: m and
-    the candidates that may be left out) that about ``2 * need`` candidates reach: with
-    the candidates in any order, most of them would otherwise enter a heap that is not
-    yet full or whose root is still low, and sift. Unless the heap then holds m
+    heap's root once it holds m is passed over after one comparison, and, with at least
+    twice ``sample`` candidates, so is a candidate below a cut (`_sampled_cut`; ``need``:
+    m and the candidates that may be left out) that about ``2 * need`` candidates reach:
+    with the candidates in any order, many of them would otherwise enter a heap that is
+    not yet full or whose root is still low, and sift. Unless the heap then holds m
     candidates, none below the cut, the candidates below the cut are offered in a second
     pass (an unlucky sample, or a heap of recent items below the cut): either way the top
     m is the same, since a candidate below the cut cannot enter a full heap whose root is
     not below it.
     """
     marked = mark.shape[0] > 0
-    if sample > 0 and nt < 2 * sample:
-        # few candidates: the m-th best score is found by selection (`_keep_best`)
+    if sample > 0 and nt <= SELECT_RATIO * m:
+        # few candidates a slot: the m-th best score is found by selection (`_keep_best`)
         n = size
         for t in range(nt):
             li = touched[t]
@@ -297,7 +302,8 @@ def _offer_touched(touched, nt, acc, keep, base, share, item_share, mark, item_p
             hi[n] = item
             n += 1
         return _keep_best(hs, hp, hi, n, m, scratch)
-    cut = _sampled_cut(touched, nt, acc, keep, base, share, item_share, need, sample, scratch)
+    cut = _sampled_cut(touched, nt, acc, keep, base, share, item_share, m, need, sample,
+                       scratch)
     for below in (False, True):
         if below and (cut == -np.inf or (size == m and hs[0] >= cut)):
             break
@@ -332,10 +338,11 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     then the lower global index. Returns global item indices, scores and how many slots
     each row filled.
 
-    A row with fewer than ``2 * sample`` candidates finds its m-th best score by
-    selection; a row with more offers a heap of m only the candidates above a cut read
-    from about ``sample`` of their scores (`_offer_touched`). Any ``sample`` gives the
-    same lists; 0 offers every candidate to the heap.
+    A row of up to `SELECT_RATIO` candidates a slot finds its m-th best score by
+    selection; a row of more offers them to a heap of m, and from ``2 * sample``
+    candidates on only those above a cut read from about ``sample`` of their scores
+    (`_offer_touched`). Any ``sample`` gives the same lists; 0 offers every candidate to
+    the heap.
     """
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
