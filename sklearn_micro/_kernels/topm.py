@@ -248,7 +248,7 @@ def _sampled_cut(touched, nt, acc, keep, base, share, item_share, m, need, sampl
     """A score that about ``2 * need`` of the row's ``nt`` candidates reach, read from a
     strided sample of about ``sample`` of their scores; -inf when ``nt`` is below twice
     ``sample``, when m is too small for the cut to pay, or when ``sample`` is 0."""
-    if sample <= 0 or nt < 2 * sample or m * (np.log(nt / m) - 1.0) < sample / 4:
+    if sample <= 0 or m <= 0 or nt < 2 * sample or m * (np.log(nt / m) - 1.0) < sample / 4:
         # a heap fed one by one takes about m * (1 + log(nt / m)) offers; with a small m
         # the offers the cut saves do not pay for reading the sample
         return -np.inf
@@ -324,6 +324,7 @@ def _offer_touched(touched, nt, acc, keep, base, share, item_share, mark, item_p
                 continue
             size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
     return size
+
 
 @njit(cache=True, parallel=True)
 def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
