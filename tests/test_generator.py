@@ -111,6 +111,16 @@ def test_generator_parameter_errors(kwargs, match):
         iter_engagements(**{"random_state": 0, **kwargs})
 
 
+def test_a_draw_whose_interests_have_no_items_says_so():
+    # 5 items for 12 interests: most interests never have an item, and their users'
+    # engagements go elsewhere
+    with pytest.warns(UserWarning, match="outside their user's support"):
+        log = make_engagements(100, 5, 3, 12, n_engagements=1500, random_state=0)
+    assert log.item.max() < 5
+
+
+# a draw whose interests never had an item warns (above); the invariants hold
+@pytest.mark.filterwarnings("ignore:.*outside their user's support:UserWarning")
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n_users=st.integers(60, 400),
