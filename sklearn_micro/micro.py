@@ -123,10 +123,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         for an item outside the interest. The paper retrieves so, "only evaluating
         candidate items i such that phi_{k,t}(i) is not small"; 0 scores every count, the
         exact top m. 2 leaves out the entries of a single engagement (about two thirds of
-        them on fave-shaped logs): the rolling evaluation's ranking step was 1.5 to 1.9
-        times faster for 2.9% (1/20 of fave's scale) to 0.6% (full scale) of recall@100.
-        With ``phi_decay``, 0.5 drops only carried counts under half an engagement: 1.66
-        times faster for 0.1% (docs/scale.md, "Pruning phi for retrieval"). The held-out
+        them on fave-shaped logs): the rolling evaluation's ranking step is 1.4 (1/20 of
+        fave's scale) and 1.7 (1/4) times faster than the exact top m for 2.8% and 1.2%
+        of recall@100 (at full scale, measured before the exact top m became faster, 1.9
+        times for 0.6%). With ``phi_decay``, 0.5 drops only carried counts under half an
+        engagement, for 0.1% of recall@100 (docs/scale.md, "Pruning phi for
+        retrieval"). The held-out
         choice of ``personal="learned"`` ranks as `recommend` does; the sampler and
         `item_interests` use every count.
     max_sweeps : int, default=100

@@ -216,9 +216,10 @@ def _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched):
     """Add row r's ``q_w[k] * phi_cnt[k, li]`` into ``acc`` (zero on entry) and list the
     local items it touched, once each, in ``touched``; returns their number.
 
-    An item is listed where its score is still 0 (every weight and count is positive) and
-    the list's end moves on only then: no branch on the item, whose outcome the processor
-    could not guess.
+    Every entry writes its item at the list's end, which moves on only where the item's
+    score was still 0 (every weight and count is positive): no branch on the item, whose
+    outcome the processor could not guess. ``touched`` needs a slot more than the items
+    (an entry of an item already listed writes past the last one).
     """
     nt = 0
     for q in range(q_ptr[r], q_ptr[r + 1]):
@@ -351,6 +352,7 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     scores = np.full((n, m), -np.inf)
     n_filled = np.zeros(n, np.int64)
     no_mark = np.zeros(0, np.uint8)
+    no_share = np.zeros(0)  # never read: the share weight is 0
     # one block per thread: each holds item-sized scratch, allocated once per call
     n_blocks = max(1, min(n, n_threads))
     for b in prange(n_blocks):
@@ -364,7 +366,7 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
             nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
             lo = seen_indptr[r]
             hi_seen = seen_indptr[r + 1]
-            size = _offer_touched(touched, nt, acc, 1.0, 0.0, 0.0, acc, no_mark, item_pop,
+            size = _offer_touched(touched, nt, acc, 1.0, 0.0, 0.0, no_share, no_mark, item_pop,
                                   chunk_items, seen_items, lo, hi_seen, m, m + hi_seen - lo,
                                   sample, hs, hp, hi, 0, scratch)
             for t in range(nt):
