@@ -285,15 +285,18 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
     # of each sweep's tasks cost about as much
     with ThreadPoolExecutor(len(partitions), thread_name_prefix="micro-sweep") as pool:
         def sweep(seeds, counts, z, beta, i_beta):
-            tasks = [
-                pool.submit(
-                    sample_partition,
+            # each thread takes its partition's copy of the counts itself: nothing writes
+            # them until every sweep is done and merged
+            def one(seed, part):
+                return sample_partition(
                     seed, part.engagement_user, part.entry_ptr, part.entry_of,
                     part.support_ptr, layout.support_interest[part.supports],
                     layout.support_prior[part.supports], counts.user_count[part.supports],
-                    z[part.engagements], counts.entry_count[part.entries],
+                    z[part.engagements], sampler.gather(counts.entry_count, part.entries),
                     counts.interest_count, beta, i_beta, in_place=True)
-                for seed, part in zip(seeds, partitions, strict=True)]
+
+            tasks = [pool.submit(one, seed, part)
+                     for seed, part in zip(seeds, partitions, strict=True)]
             return [task.result() for task in tasks]
         yield sweep
 
@@ -308,9 +311,8 @@ def _merge(partitions, counts: ChainCounts, z: np.ndarray, results) -> None:
             z[part.engagements] = z_p
         if not np.may_share_memory(user_p, counts.user_count):
             counts.user_count[part.supports] = user_p
-        # most entries' counts did not change: scatter only those that did
-        moved = np.flatnonzero(entry_delta)
-        counts.entry_count[part.entries[moved]] += entry_delta[moved]
+        # most entries' counts did not change: the kernel adds only those that did
+        sampler.add_deltas(counts.entry_count, part.entries, entry_delta)
         counts.interest_count += interest_delta
 
 

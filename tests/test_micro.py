@@ -307,6 +307,12 @@ def test_counts_equal_a_recount_after_every_sweep(case, n_jobs):
             entry = layout.entry_of[layout.entry_ptr[e] + j]
             assert layout.entry_item[entry] == items[e]
             assert layout.entry_interest[entry] == supports[users[e]][j]
+    # numbered item by item, in the order of the item's engagements and their supports
+    order = [(int(items[e]), k) for e in np.argsort(items, kind="stable")
+             for k in supports[users[e]]]
+    numbered = list(dict.fromkeys(order))
+    assert numbered == list(zip(layout.entry_item.tolist(), layout.entry_interest.tolist(),
+                                strict=True))
     for sweep in range(3):
         run_chain(layout, counts, z, beta=0.1, max_sweeps=1, tol=0, chunk_seed=seed,
                   pass_=sweep, n_jobs=n_jobs)

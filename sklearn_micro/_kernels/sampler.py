@@ -109,28 +109,25 @@ def entry_map(engagement_user, engagement_item, entry_ptr, support_ptr, support_
 
     Engagement ``e`` of local item ``engagement_item[e]`` has one entry per interest of its
     user's support; ``entry_of[entry_ptr[e] + j]`` is the entry of its j-th interest.
-    Entries are grouped by item (a counting sort), each (item, interest) pair once, in
-    O(entries + items + K). Returns ``entry_of``, and each entry's item and interest.
+    Entries are grouped by item, each (item, interest) pair once, numbered in the order of
+    the item's engagements and their support's interests, in O(entries + items + K): the
+    engagements are grouped by item (a counting sort), so each engagement's slots and its
+    user's support are read in one run. Returns ``entry_of``, and each entry's item and
+    interest.
     """
     n = engagement_user.shape[0]
     total = entry_ptr[n]
     start = np.zeros(n_items + 1, np.int64)
     for e in range(n):
-        start[engagement_item[e] + 1] += entry_ptr[e + 1] - entry_ptr[e]
+        start[engagement_item[e] + 1] += 1
     for it in range(n_items):
         start[it + 1] += start[it]
     fill = start[:-1].copy()
-    by_item = np.empty(total, np.int64)
+    by_item = np.empty(n, np.int64)
     for e in range(n):
         it = engagement_item[e]
-        for p in range(entry_ptr[e], entry_ptr[e + 1]):
-            by_item[fill[it]] = p
-            fill[it] += 1
-    entry_k = np.empty(total, np.int32)
-    for e in range(n):
-        s0 = support_ptr[engagement_user[e]]
-        for j in range(entry_ptr[e + 1] - entry_ptr[e]):
-            entry_k[entry_ptr[e] + j] = support_interest[s0 + j]
+        by_item[fill[it]] = e
+        fill[it] += 1
     mark = np.full(n_interests, -1, np.int64)
     entry_of = np.empty(total, np.int32)
     entry_item = np.empty(total, np.int32)
@@ -139,14 +136,17 @@ def entry_map(engagement_user, engagement_item, entry_ptr, support_ptr, support_
     for it in range(n_items):
         first = n_entries
         for q in range(start[it], start[it + 1]):
-            p = by_item[q]
-            k = entry_k[p]
-            if mark[k] < 0:
-                mark[k] = n_entries
-                entry_item[n_entries] = it
-                entry_interest[n_entries] = k
-                n_entries += 1
-            entry_of[p] = mark[k]
+            e = by_item[q]
+            s0 = support_ptr[engagement_user[e]]
+            p0 = entry_ptr[e]
+            for j in range(entry_ptr[e + 1] - p0):
+                k = support_interest[s0 + j]
+                if mark[k] < 0:
+                    mark[k] = n_entries
+                    entry_item[n_entries] = it
+                    entry_interest[n_entries] = k
+                    n_entries += 1
+                entry_of[p0 + j] = mark[k]
         for c in range(first, n_entries):
             mark[entry_interest[c]] = -1
     return entry_of, entry_item[:n_entries].copy(), entry_interest[:n_entries].copy()
@@ -190,6 +190,26 @@ def localize(entry_of, n_entries):
     for p in range(entry_of.shape[0]):
         local[p] = rank[entry_of[p]]
     return entries, local
+
+
+@njit(cache=True, nogil=True)
+def gather(values, positions):
+    """``values[positions]``, without holding the GIL (a partition's copy of its counts,
+    taken on its own thread)."""
+    out = np.empty(positions.shape[0], values.dtype)
+    for j in range(positions.shape[0]):
+        out[j] = values[positions[j]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def add_deltas(counts, positions, delta):
+    """``counts[positions] += delta`` where ``delta`` is not 0 (most of a sweep's are);
+    ``positions`` distinct."""
+    for j in range(positions.shape[0]):
+        d = delta[j]
+        if d != 0:
+            counts[positions[j]] += d
 
 
 @njit(cache=True)

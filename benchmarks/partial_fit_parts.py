@@ -1,0 +1,121 @@
+"""Where a test chunk's ``partial_fit`` spends its time, from a run's checkpoints.
+
+Loads ``DIR/checkpoints/<method> fit.pkl`` and the log of a ``reproduce --out DIR`` and
+calls ``partial_fit`` on its first ``--chunks`` test chunks, in order, with the parts of
+`MiCRO._sample_chunk` timed, in wall and cpu seconds of the process: laying the chunk out
+(`build_layout`, its `entry_map`), splitting it into partitions, the sweeps, the merges of
+the partitions' counts, the log-likelihoods and the commit. The parts that run on the
+sweeps' threads (`sample_partition` and the sweep kernel in it) are wall seconds summed
+over the threads, without a cpu figure. Also prints the layout's size (support slots and
+(item, interest) entries) and the sweeps the chain ran.
+
+To compare two checkouts, run each one's copy of this file on the same run, one after the
+other (the file imports the package of its own checkout). docs/scale.md quotes it ("The
+chunk's sampler at full scale").
+
+    python benchmarks/partial_fit_parts.py OUT_FULL --chunks 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import pickle
+import sys
+import time
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+
+from sklearn_micro import _gibbs, micro  # noqa: E402
+from sklearn_micro._log import iter_chunks  # noqa: E402
+from sklearn_micro.experiment import split_chunks  # noqa: E402
+
+# (module or class, attribute, label), in the order the table prints them
+PARTS = [
+    (micro.MiCRO, "_chunk_engagements", "chunk's engagements"),
+    (micro.MiCRO, "_carried_supports", "carried supports"),
+    (micro._ChunkSupports, "adopt_item_interests", "supports of new users"),
+    (micro, "build_layout", "layout (build_layout)"),
+    (_gibbs.sampler, "entry_map", "  of which entry_map"),
+    (micro, "run_chain", "chain (run_chain)"),
+    (_gibbs, "partition_layout", "  partitions"),
+    (_gibbs, "sample_partition", "  partitions' sweeps (threads summed)"),
+    (_gibbs.sampler, "sweep_partition", "    of which the sweep kernel"),
+    (_gibbs, "_merge", "  merges"),
+    (_gibbs.sampler, "chunk_log_likelihood", "  log-likelihoods"),
+    (micro, "_main_interests", "items' main interests"),
+    (micro.MiCRO, "_commit_chunk", "commit"),
+]
+
+
+def _timed(owner, name, label, spent):
+    fn = getattr(owner, name)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        c0, w0 = time.process_time(), time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[label][0] += time.perf_counter() - w0
+            spent[label][1] += time.process_time() - c0
+
+    setattr(owner, name, wrapper)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="a reproduce --out folder")
+    parser.add_argument("--method", default="MiCRO (paper)")
+    parser.add_argument("--chunks", type=int, default=2)
+    parser.add_argument("--train-chunks", type=int, default=169)
+    args = parser.parse_args(argv)
+
+    spent: dict = collections.defaultdict(lambda: [0.0, 0.0])
+    for owner, name, label in PARTS:
+        _timed(owner, name, label, spent)
+    layouts = []
+    build = micro.build_layout
+
+    def build_layout(*a, **k):
+        layout, counts = build(*a, **k)
+        layouts.append((int(layout.entry_ptr[-1]), layout.n_entries))
+        return layout, counts
+
+    micro.build_layout = build_layout
+
+    checkpoints = args.out / "checkpoints"
+    with open(checkpoints / "load.pkl", "rb") as f:
+        log = pickle.load(f)[0]
+    _, test = split_chunks(log, args.train_chunks)
+    del log
+    with open(checkpoints / f"{args.method} fit.pkl", "rb") as f:
+        model = pickle.load(f)
+    print(f"{args.out}, {args.method}, n_jobs={model.n_jobs}")
+    for pos, (chunk, rows) in enumerate(iter_chunks(test.chunk)):
+        if pos == args.chunks:
+            break
+        log_chunk = test.take(rows)
+        spent.clear()
+        layouts.clear()
+        c0, w0 = time.process_time(), time.perf_counter()
+        model.partial_fit(log_chunk)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        slots = " and ".join(f"{s:,} slots, {e:,} entries" for s, e in layouts)
+        print(f"\nchunk {chunk}: {len(rows):,} engagements, {model.n_sweeps_[chunk]} sweeps "
+              f"in {len(layouts)} passes; layouts: {slots}\n")
+        print("| part | wall s | cpu s |\n|---|---:|---:|")
+        print(f"| partial_fit | {wall:.1f} | {cpu:.1f} |")
+        for _, _, label in PARTS:
+            if label in spent:
+                w, c = spent[label]
+                # the process's cpu time while a thread works counts the other threads too
+                cpu_s = "" if "threads" in label or "kernel" in label else f"{c:.1f}"
+                print(f"| {label} | {w:.1f} | {cpu_s} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
