@@ -1,0 +1,123 @@
+"""ANN's search at a run's scale: the exact search, NNDescent, and an inverted file.
+
+For each ``reproduce --out DIR`` given, loads ANN's fitted state (``DIR/checkpoints/ANN
+fit.pkl``, the state the first test chunk is scored from) and draws ``--users`` users of
+that chunk with a vector. Prints, for the exact search (`_exact_top_m`, what
+``ANNRecommender(method="exact")`` runs) and NNDescent (pynndescent, the package's
+settings), the cpu seconds of the index and the cpu microseconds per user of the queries
+(both cores), and how many of a user's top 100 agree with the exact search's. With
+``--cells C:P ...`` it also tries an inverted file: spherical k-means cells of the item
+vectors (`SphericalKMeans(C)`), each user's top 100 among the items of the P cells whose
+centroids are nearest to it; only the agreement is printed (the search is a plain numpy
+loop, not timed). docs/scale.md quotes it ("At full scale, K = 5,000").
+
+    python benchmarks/ann_search.py OUT_1_20 --cells 100:8 100:32 100:50 400:64
+    python benchmarks/ann_search.py OUT_FULL
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+
+from sklearn_micro.baselines import _exact_top_m  # noqa: E402
+from sklearn_micro.cluster import SphericalKMeans  # noqa: E402
+
+M = 100
+
+
+def _agree(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean([len(set(x.tolist()) & set(y.tolist()))
+                          for x, y in zip(a, b, strict=True)]))
+
+
+def _cells(vectors, queries, n_cells, n_probe):
+    """Each query's top M by float32 cosine among the items of its n_probe nearest cells
+    (positions in ``vectors``)."""
+    kmeans = SphericalKMeans(n_cells, init="random", max_iter=10, random_state=0).fit(vectors)
+    labels = kmeans.labels_
+    members = [np.flatnonzero(labels == c) for c in range(n_cells)]
+    near = np.argsort(-(queries @ kmeans.cluster_centers_.T.astype(np.float32)), axis=1)
+    out = np.empty((queries.shape[0], M), np.int64)
+    for r, q in enumerate(queries):
+        items = np.concatenate([members[c] for c in near[r, :n_probe]])
+        scores = vectors[items] @ q
+        top = items[np.argsort(-scores, kind="stable")[:M]]
+        out[r, : top.size] = top
+        out[r, top.size:] = -1
+    return out
+
+
+def measure(out: Path, n_users: int, cells) -> None:
+    checkpoints = out / "checkpoints"
+    with open(checkpoints / "ANN fit.pkl", "rb") as f:
+        ann = pickle.load(f)
+    with open(checkpoints / "load.pkl", "rb") as f:
+        log = pickle.load(f)[0]
+    chunk_users = np.unique(log.user[log.chunk == ann.latest_chunk_ + 1])
+    del log
+    users = np.random.default_rng(0).choice(chunk_users, n_users, replace=False)
+    queries = ann.user_vectors_[ann.user_ids_.lookup(users)]
+    norms = np.linalg.norm(queries, axis=1)
+    queries = np.ascontiguousarray(queries[norms > 0] / norms[norms > 0, None], np.float32)
+    n = queries.shape[0]
+    vectors, candidates = ann.item_vectors_, ann.candidate_items_
+    positions = np.full(int(candidates.max()) + 1, -1)
+    positions[candidates] = np.arange(candidates.size)
+    print(f"\n{out}: {candidates.size:,} candidate items, {n:,} users with a vector\n")
+    print("| search | index cpu s | query cpu us per user | top 100 as the exact search's |")
+    print("|---|---:|---:|---:|")
+
+    exact = np.full((n, M), -1, np.int64)
+    # a first call compiles the kernels; the timed one answers every user
+    _exact_top_m(queries[:2], vectors, candidates, ann.item_rank_, np.zeros(3, np.int64),
+                 np.zeros(0, np.int64), exact[:2].copy(), np.zeros((2, M), np.float32),
+                 np.zeros(2, np.int64), 2)
+    start = time.process_time()
+    _exact_top_m(queries, vectors, candidates, ann.item_rank_, np.zeros(n + 1, np.int64),
+                 np.zeros(0, np.int64), exact, np.zeros((n, M), np.float32),
+                 np.zeros(n, np.int64), 2)
+    query = time.process_time() - start
+    exact = np.where(exact >= 0, positions[exact], -1)
+    print(f"| exact | | {query / n * 1e6:.0f} | 100.0 |")
+
+    from pynndescent import NNDescent
+
+    start = time.process_time()
+    index = NNDescent(vectors, metric="cosine", n_neighbors=ann.n_neighbors,
+                      random_state=ann.index_seed_, parallel_batch_queries=True)
+    index.prepare()
+    built = time.process_time() - start
+    start = time.process_time()
+    found, _ = index.query(queries, k=M, epsilon=float(ann.epsilon))
+    query = time.process_time() - start
+    print(f"| NNDescent (n_neighbors={ann.n_neighbors}, epsilon={ann.epsilon:g}) "
+          f"| {built:.1f} | {query / n * 1e6:.0f} | {_agree(exact, found):.1f} |")
+    for n_cells, n_probe in cells:
+        found = _cells(vectors, queries, n_cells, n_probe)
+        print(f"| inverted file, {n_probe} of {n_cells} cells | | | {_agree(exact, found):.1f} |",
+              flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="+", type=Path, help="reproduce --out folders")
+    parser.add_argument("--users", type=int, default=20000)
+    parser.add_argument("--cells", nargs="*", default=[], metavar="C:P",
+                        help="inverted files of C cells searched in P of them")
+    args = parser.parse_args(argv)
+    cells = [tuple(int(v) for v in c.split(":")) for c in args.cells]
+    for out in args.out:
+        measure(out, args.users, cells)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
