@@ -18,19 +18,18 @@ chunk's sampler at full scale").
 
 from __future__ import annotations
 
-import argparse
 import collections
 import functools
-import pickle
 import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
+
+from rolling_chunks import fitted_and_test, run_arguments  # noqa: E402
 
 from sklearn_micro import _gibbs, micro  # noqa: E402
 from sklearn_micro._log import iter_chunks  # noqa: E402
-from sklearn_micro.experiment import split_chunks  # noqa: E402
 
 # (module or class, attribute, label), in the order the table prints them
 PARTS = [
@@ -66,12 +65,7 @@ def _timed(owner, name, label, spent):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="a reproduce --out folder")
-    parser.add_argument("--method", default="MiCRO (paper)")
-    parser.add_argument("--chunks", type=int, default=2)
-    parser.add_argument("--train-chunks", type=int, default=169)
-    args = parser.parse_args(argv)
+    args = run_arguments(__doc__.splitlines()[0], 2, argv)
 
     spent: dict = collections.defaultdict(lambda: [0.0, 0.0])
     for owner, name, label in PARTS:
@@ -86,13 +80,7 @@ def main(argv=None) -> int:
 
     micro.build_layout = build_layout
 
-    checkpoints = args.out / "checkpoints"
-    with open(checkpoints / "load.pkl", "rb") as f:
-        log = pickle.load(f)[0]
-    _, test = split_chunks(log, args.train_chunks)
-    del log
-    with open(checkpoints / f"{args.method} fit.pkl", "rb") as f:
-        model = pickle.load(f)
+    model, test = fitted_and_test(args.out, args.method, args.train_chunks)
     print(f"{args.out}, {args.method}, n_jobs={model.n_jobs}")
     for pos, (chunk, rows) in enumerate(iter_chunks(test.chunk)):
         if pos == args.chunks:

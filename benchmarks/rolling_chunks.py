@@ -25,20 +25,30 @@ from sklearn_micro.experiment import split_chunks  # noqa: E402
 from sklearn_micro.model_selection import RollingEvaluation  # noqa: E402
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_arguments(description: str, chunks: int, argv=None) -> argparse.Namespace:
+    """The arguments of this script and of partial_fit_parts.py."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("out", type=Path, help="a reproduce --out folder")
     parser.add_argument("--method", default="MiCRO (paper)")
-    parser.add_argument("--chunks", type=int, default=3)
+    parser.add_argument("--chunks", type=int, default=chunks)
     parser.add_argument("--train-chunks", type=int, default=169)
-    args = parser.parse_args(argv)
-    checkpoints = args.out / "checkpoints"
+    return parser.parse_args(argv)
+
+
+def fitted_and_test(out: Path, method: str, train_chunks: int):
+    """The run's fitted ``method`` and its log's test chunks."""
+    checkpoints = out / "checkpoints"
     with open(checkpoints / "load.pkl", "rb") as f:
         log = pickle.load(f)[0]
-    _, test = split_chunks(log, args.train_chunks)
+    _, test = split_chunks(log, train_chunks)
     del log
-    with open(checkpoints / f"{args.method} fit.pkl", "rb") as f:
-        model = pickle.load(f)
+    with open(checkpoints / f"{method} fit.pkl", "rb") as f:
+        return pickle.load(f), test
+
+
+def main(argv=None) -> int:
+    args = run_arguments(__doc__.splitlines()[0], 3, argv)
+    model, test = fitted_and_test(args.out, args.method, args.train_chunks)
     evaluation = RollingEvaluation(model, m_values=(50, 100))
     print(f"{args.out}, {args.method}\n")
     print("| chunk | engagements | users scored | scoring s | cpu s | partial_fit s | cpu s |")
