@@ -189,26 +189,33 @@ def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
     start of the sweep: its users' ``user_count`` and ``z``, ``entry_count`` of its
     ``entries`` and the whole ``interest_count``. None of them is modified, except with
     ``in_place``: then ``z`` and ``user_count``, which belong to the partition's users
-    alone, are updated where they are (the chain's own arrays on threads, no copy).
+    alone, and ``entry_count``, which must be the caller's own copy, are updated where
+    they are (on threads: no copy of the chain's arrays), and the entries' changes are
+    not returned: they are the moves of ``z``, which the caller merges (`_merge`).
 
     Returns
     -------
     z, user_count : ndarray
         The partition's new assignments and user counts.
-    entry_delta, interest_delta : ndarray
-        What the sweep added to ``entry_count`` and ``interest_count``.
+    entry_delta : ndarray or None
+        What the sweep added to ``entry_count`` (None with ``in_place``).
+    interest_delta : ndarray
+        What the sweep added to ``interest_count``.
     changed : int
         How many assignments changed.
     """
-    if not in_place:
+    if in_place:
+        entries = entry_count
+    else:
         z = z.copy()
         user_count = user_count.copy()
-    entries = entry_count.copy()
+        entries = entry_count.copy()
     interests = interest_count.copy()
     changed = sampler.sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
                                       support_interest, support_prior, user_count, entries,
                                       interests, z, beta, i_beta)
-    return z, user_count, entries - entry_count, interests - interest_count, changed
+    entry_delta = None if in_place else entries - entry_count
+    return z, user_count, entry_delta, interests - interest_count, changed
 
 
 def sweep_seed(chunk_seed: int, pass_: int, sweep: int, partition: int) -> int:
@@ -258,7 +265,8 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
                     counts.user_count, counts.entry_count, counts.interest_count, z, beta,
                     i_beta)
             else:
-                _merge(partitions, counts, z,
+                before = z.copy()
+                _merge(layout, partitions, counts, z, before,
                        sweep_partitions(seeds, counts, z, beta, i_beta))
             trace.append(sampler.chunk_log_likelihood(
                 layout.support_prior, counts.user_count, counts.entry_count,
@@ -301,18 +309,25 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
         yield sweep
 
 
-def _merge(partitions, counts: ChainCounts, z: np.ndarray, results) -> None:
+def _merge(layout: ChunkLayout, partitions, counts: ChainCounts, z: np.ndarray,
+           before: np.ndarray, results) -> None:
     """Fold each partition's sweep into the chain: its users' assignments and counts (unless
-    the sweep wrote them in place), and its deltas of the shared (item, interest) and
-    interest counts."""
+    the sweep wrote them in place), its changes of the (item, interest) counts, and of the
+    interest counts. A partition swept in place (on a thread) returns no entry deltas: its
+    changes are the moves of its assignments from ``before`` (``z`` at the sweep's start),
+    a few per cent of the entries it touches."""
     for part, (z_p, user_p, entry_delta, interest_delta, _) in zip(
             partitions, results, strict=True):
         if not np.may_share_memory(z_p, z):
             z[part.engagements] = z_p
         if not np.may_share_memory(user_p, counts.user_count):
             counts.user_count[part.supports] = user_p
-        # most entries' counts did not change: the kernel adds only those that did
-        sampler.add_deltas(counts.entry_count, part.entries, entry_delta)
+        if entry_delta is None:
+            sampler.add_moves(counts.entry_count, layout.entry_ptr, layout.entry_of, before,
+                              z, part.engagements.start, part.engagements.stop)
+        else:
+            # most entries' counts did not change: the kernel adds only those that did
+            sampler.add_deltas(counts.entry_count, part.entries, entry_delta)
         counts.interest_count += interest_delta
 
 

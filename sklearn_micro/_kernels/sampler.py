@@ -212,6 +212,18 @@ def add_deltas(counts, positions, delta):
             counts[positions[j]] += d
 
 
+@njit(cache=True, nogil=True)
+def add_moves(entry_count, entry_ptr, entry_of, before, z, lo, hi):
+    """Move the (item, interest) counts of engagements ``lo:hi`` whose assignment changed
+    from ``before`` to ``z``."""
+    for e in range(lo, hi):
+        a = before[e]
+        b = z[e]
+        if a != b:
+            entry_count[entry_of[entry_ptr[e] + a]] -= 1
+            entry_count[entry_of[entry_ptr[e] + b]] += 1
+
+
 @njit(cache=True)
 def group_order(group, n_groups):
     """The stable order that sorts ``group`` (values ``0..n_groups-1``): a counting sort."""
