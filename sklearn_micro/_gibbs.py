@@ -314,8 +314,9 @@ def _merge(layout: ChunkLayout, partitions, counts: ChainCounts, z: np.ndarray,
     """Fold each partition's sweep into the chain: its users' assignments and counts (unless
     the sweep wrote them in place), its changes of the (item, interest) counts, and of the
     interest counts. A partition swept in place (on a thread) returns no entry deltas: its
-    changes are the moves of its assignments from ``before`` (``z`` at the sweep's start),
-    a few per cent of the entries it touches."""
+    changes are the moves of its assignments from ``before`` (``z`` at the sweep's start):
+    at most two counts per engagement, where a delta has one per entry it touches (51M
+    against 1.5M engagements in a full-scale test chunk of fave's log)."""
     for part, (z_p, user_p, entry_delta, interest_delta, _) in zip(
             partitions, results, strict=True):
         if not np.may_share_memory(z_p, z):
