@@ -9,7 +9,7 @@ settings), the cpu seconds of the index and the cpu microseconds per user of the
 ``--cells C:P ...`` it also tries an inverted file: spherical k-means cells of the item
 vectors (`SphericalKMeans(C)`), each user's top 100 among the items of the P cells whose
 centroids are nearest to it; only the agreement is printed (the search is a plain numpy
-loop, not timed). docs/scale.md quotes it ("At full scale, K = 5,000").
+loop, not timed). docs/scale.md quotes it ("ANN at scale").
 
     python benchmarks/ann_search.py OUT_1_20 --cells 100:8 100:32 100:50 400:64
     python benchmarks/ann_search.py OUT_FULL

@@ -10,8 +10,8 @@ over the threads, without a cpu figure. Also prints the layout's size (support s
 (item, interest) entries) and the sweeps the chain ran.
 
 To compare two checkouts, run each one's copy of this file on the same run, one after the
-other (the file imports the package of its own checkout). docs/scale.md quotes it ("The
-chunk's sampler at full scale").
+other (the file imports the package of its own checkout). docs/scale.md quotes it ("A test
+chunk at full scale, today").
 
     python benchmarks/partial_fit_parts.py OUT_FULL --chunks 2
 """
