@@ -39,7 +39,7 @@ from distributed import Client, LocalCluster
 from sampler import fmt, log, machine, planted_stream, table, warm_up
 from threadpoolctl import threadpool_limits
 
-from sklearn_micro import MiCRO
+from sklearn_micro import MiCRO, _gibbs
 from sklearn_micro import micro as micro_module
 from sklearn_micro._gibbs import partition_layout
 
@@ -129,6 +129,10 @@ def mb(x: float) -> str:
 
 
 def main(argv=None) -> None:
+    # this chunk's supports are small (about 3M support entries a sweep), below the work
+    # from which run_chain splits a chunk (MIN_PARTITION_WORK): split it anyway, n_jobs
+    # partitions, to compare the threads' and the cluster's partitions
+    _gibbs.MIN_PARTITION_WORK = 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a 300k-engagement chunk")
     parser.add_argument("--users", type=int, help="users in the stream")

@@ -23,10 +23,10 @@ What travels, and when:
   be recomputed;
 - every sweep, a task per partition takes its held arrays and, inside the task, the
   partition's assignments ``z``, the counts of the entries it touches and ``N[k, t]``;
-  it returns the new ``z``, the entries whose counts changed with their changes, and the
-  change of ``N[k, t]``. Integers travel in the smallest dtype that holds them. The
-  whole (item, interest) table stays with the client, which merges the changes
-  (AD-LDA) and is never broadcast.
+  it returns the new ``z`` and the change of ``N[k, t]``. Integers travel in the smallest
+  dtype that holds them. The whole (item, interest) table stays with the client, which
+  merges the changes (AD-LDA: the (item, interest) counts of the engagements whose ``z``
+  moved, as for threads) and is never broadcast.
 
 A sweep's seed depends on (chunk seed, pass, sweep, partition) only, and its inputs
 travel inside its task, so a sweep lost with its worker runs again on another worker with
@@ -231,27 +231,24 @@ def _hold_partition(engagement_user, entry_ptr, entry_of, support_ptr, support_i
 
 
 def _sweep_held(held, seed, z, entry_count, interest_count, beta, i_beta):
-    """One sweep of a held partition (on a worker): the new ``z``, the entries whose
-    counts changed and their changes, the change of ``N[k, t]`` and how many ``z``
-    changed."""
+    """One sweep of a held partition (on a worker): the new ``z``, the change of
+    ``N[k, t]`` and how many ``z`` changed. The (item, interest) counts' changes are the
+    moves of ``z``, which the client merges."""
     engagement_user, entry_ptr, entry_of, support_ptr, support_interest, support_prior = held
     z = z.astype(np.int32)
-    z, _, entry_delta, interest_delta, changed = sample_partition(
+    z, _, interest_delta, changed = sample_partition(
         seed, engagement_user, entry_ptr, entry_of, support_ptr, support_interest,
         support_prior, _user_count(support_ptr, engagement_user, z), z,
-        entry_count.astype(np.int32), interest_count.astype(np.int32), beta, i_beta)
-    moved = np.flatnonzero(entry_delta)
-    return (_narrow(z), _narrow(moved), _narrow(entry_delta[moved]), _narrow(interest_delta),
-            changed)
+        entry_count.astype(np.int32), interest_count.astype(np.int32), beta, i_beta,
+        in_place=True)
+    return _narrow(z), _narrow(interest_delta), changed
 
 
 def _unpack(part, result, counts):
     """A sweep's result from the cluster in the form `sample_partition` returns."""
-    z, moved, delta, interest_delta, changed = result
+    z, interest_delta, changed = result
     z = z.astype(np.int32)
-    entry_delta = np.zeros(part.entries.shape[0], counts.entry_count.dtype)
-    entry_delta[moved] = delta
-    return (z, _user_count(part.support_ptr, part.engagement_user, z), entry_delta,
+    return (z, _user_count(part.support_ptr, part.engagement_user, z),
             interest_delta.astype(counts.interest_count.dtype), changed)
 
 

@@ -9,7 +9,7 @@
    into partitions (`partition_layout`); each sweep samples every partition against its
    own copy of the (item, interest) counts it touches (`sample_partition`), on threads
    or, inside joblib's Dask backend, on a cluster's workers (`sklearn_micro._dask`), and
-   merges the partitions' count deltas after the sweep (AD-LDA, Newman et al. 2009);
+   merges the partitions' moves after the sweep (AD-LDA, Newman et al. 2009);
 3. committing the counts into the model, which `MiCRO` does.
 
 The random stream of a partition's sweep is seeded by (chunk seed, pass, sweep, partition),
@@ -190,32 +190,28 @@ def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
     ``entries`` and the whole ``interest_count``. None of them is modified, except with
     ``in_place``: then ``z`` and ``user_count``, which belong to the partition's users
     alone, and ``entry_count``, which must be the caller's own copy, are updated where
-    they are (on threads: no copy of the chain's arrays), and the entries' changes are
-    not returned: they are the moves of ``z``, which the caller merges (`_merge`).
+    they are (on threads: no copy of the chain's arrays). The changes of the (item,
+    interest) counts are not returned: they are the moves of ``z``, which the caller
+    merges (`_merge`).
 
     Returns
     -------
     z, user_count : ndarray
         The partition's new assignments and user counts.
-    entry_delta : ndarray or None
-        What the sweep added to ``entry_count`` (None with ``in_place``).
     interest_delta : ndarray
         What the sweep added to ``interest_count``.
     changed : int
         How many assignments changed.
     """
-    if in_place:
-        entries = entry_count
-    else:
+    if not in_place:
         z = z.copy()
         user_count = user_count.copy()
-        entries = entry_count.copy()
+        entry_count = entry_count.copy()
     interests = interest_count.copy()
     changed = sampler.sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
-                                      support_interest, support_prior, user_count, entries,
+                                      support_interest, support_prior, user_count, entry_count,
                                       interests, z, beta, i_beta)
-    entry_delta = None if in_place else entries - entry_count
-    return z, user_count, entry_delta, interests - interest_count, changed
+    return z, user_count, interests - interest_count, changed
 
 
 def sweep_seed(chunk_seed: int, pass_: int, sweep: int, partition: int) -> int:
@@ -312,23 +308,18 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
 def _merge(layout: ChunkLayout, partitions, counts: ChainCounts, z: np.ndarray,
            before: np.ndarray, results) -> None:
     """Fold each partition's sweep into the chain: its users' assignments and counts (unless
-    the sweep wrote them in place), its changes of the (item, interest) counts, and of the
-    interest counts. A partition swept in place (on a thread) returns no entry deltas: its
-    changes are the moves of its assignments from ``before`` (``z`` at the sweep's start):
-    at most two counts per engagement, where a delta has one per entry it touches (51M
-    against 1.5M engagements in a full-scale test chunk of fave's log)."""
-    for part, (z_p, user_p, entry_delta, interest_delta, _) in zip(
-            partitions, results, strict=True):
+    the sweep wrote them in place), the (item, interest) counts of the engagements whose
+    assignment moved from ``before`` (``z`` at the sweep's start), and its change of the
+    interest counts. A move changes two counts, so the merge reads the chunk's engagements,
+    not the entries they touch (1.5M against 51M in a full-scale test chunk of fave's
+    log)."""
+    for part, (z_p, user_p, interest_delta, _) in zip(partitions, results, strict=True):
         if not np.may_share_memory(z_p, z):
             z[part.engagements] = z_p
         if not np.may_share_memory(user_p, counts.user_count):
             counts.user_count[part.supports] = user_p
-        if entry_delta is None:
-            sampler.add_moves(counts.entry_count, layout.entry_ptr, layout.entry_of, before,
-                              z, part.engagements.start, part.engagements.stop)
-        else:
-            # most entries' counts did not change: the kernel adds only those that did
-            sampler.add_deltas(counts.entry_count, part.entries, entry_delta)
+        sampler.add_moves(counts.entry_count, layout.entry_ptr, layout.entry_of, before, z,
+                          part.engagements.start, part.engagements.stop)
         counts.interest_count += interest_delta
 
 

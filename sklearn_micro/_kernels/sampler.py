@@ -203,16 +203,6 @@ def gather(values, positions):
 
 
 @njit(cache=True, nogil=True)
-def add_deltas(counts, positions, delta):
-    """``counts[positions] += delta`` where ``delta`` is not 0 (most of a sweep's are);
-    ``positions`` distinct."""
-    for j in range(positions.shape[0]):
-        d = delta[j]
-        if d != 0:
-            counts[positions[j]] += d
-
-
-@njit(cache=True, nogil=True)
 def add_moves(entry_count, entry_ptr, entry_of, before, z, lo, hi):
     """Move the (item, interest) counts of engagements ``lo:hi`` whose assignment changed
     from ``before`` to ``z``."""
