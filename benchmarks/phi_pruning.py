@@ -23,27 +23,21 @@ a 95% interval, and the relative difference from count 0 with its paired interva
 from __future__ import annotations
 
 import argparse
-import pickle
 import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
+
+from rolling_chunks import fitted_and_test  # noqa: E402
 
 from sklearn_micro._kernels.topm import retrieval_phi  # noqa: E402
 from sklearn_micro._log import iter_chunks  # noqa: E402
-from sklearn_micro.experiment import split_chunks  # noqa: E402
 from sklearn_micro.model_selection import RollingEvaluation  # noqa: E402
 
 
 def measure(out: Path, method: str, counts, n_chunks: int, train_chunks: int) -> list[str]:
-    checkpoints = out / "checkpoints"
-    with open(checkpoints / "load.pkl", "rb") as f:
-        log = pickle.load(f)[0]
-    _, test = split_chunks(log, train_chunks)
-    del log
-    with open(checkpoints / f"{method} fit.pkl", "rb") as f:
-        model = pickle.load(f)
+    model, test = fitted_and_test(out, method, train_chunks)
     evaluations = {c: RollingEvaluation(model, m_values=(100,))
                    for c in counts}
     seconds = dict.fromkeys(counts, 0.0)

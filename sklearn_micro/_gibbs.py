@@ -243,7 +243,7 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     The chunk is split into `n_partitions` partitions. With one partition the sweep runs
     in place; with more, each partition samples against its own copy of the counts on a
     thread (inside joblib's Dask backend, on a worker of the cluster, see
-    `sklearn_micro._dask`), and the deltas are merged after the sweep.
+    `sklearn_micro._dask`), and the assignments that moved are merged after the sweep.
     """
     i_beta = layout.n_items * beta
     partitions = partition_layout(layout, n_partitions(layout, n_jobs))
@@ -318,9 +318,9 @@ def _merge(layout: ChunkLayout, partitions, counts: ChainCounts, z: np.ndarray,
             z[part.engagements] = z_p
         if not np.may_share_memory(user_p, counts.user_count):
             counts.user_count[part.supports] = user_p
-        sampler.add_moves(counts.entry_count, layout.entry_ptr, layout.entry_of, before, z,
-                          part.engagements.start, part.engagements.stop)
         counts.interest_count += interest_delta
+    # the partitions cover the chunk's engagements: one pass moves them all
+    sampler.add_moves(counts.entry_count, layout.entry_ptr, layout.entry_of, before, z)
 
 
 def _converged(trace: list[float], tol: float) -> bool:

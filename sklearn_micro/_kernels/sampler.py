@@ -203,10 +203,10 @@ def gather(values, positions):
 
 
 @njit(cache=True, nogil=True)
-def add_moves(entry_count, entry_ptr, entry_of, before, z, lo, hi):
-    """Move the (item, interest) counts of engagements ``lo:hi`` whose assignment changed
-    from ``before`` to ``z``."""
-    for e in range(lo, hi):
+def add_moves(entry_count, entry_ptr, entry_of, before, z):
+    """Move the (item, interest) counts of the engagements whose assignment changed from
+    ``before`` to ``z``."""
+    for e in range(z.shape[0]):
         a = before[e]
         b = z[e]
         if a != b:
