@@ -429,16 +429,14 @@ def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item, p
     """Score row r's interests into ``acc`` and find its recent items in the chunk.
 
     The local items with a count in one of the row's interests get ``acc[li] = sum_k
-    q_w[k] * phi_cnt[k, li]``, ``mark[li] = 1`` and a place in ``touched`` (their number
-    is returned); the row's recent items of the chunk get ``mark[li] = 2`` and their local
-    index in ``recent_local`` (-1 for a recent item outside the chunk): a recent item is
-    looked up in ``sorted_items``, the chunk's global items sorted, whose position ``pos``
-    is the local index ``local_of[pos]``.
+    q_w[k] * phi_cnt[k, li]`` (above 0: every weight and count is positive) and a place in
+    ``touched`` (their number is returned); the row's recent items of the chunk get
+    ``mark[li] = 2`` and their local index in ``recent_local`` (-1 for a recent item
+    outside the chunk): a recent item is looked up in ``sorted_items``, the chunk's global
+    items sorted, whose position ``pos`` is the local index ``local_of[pos]``.
     """
     n_local = sorted_items.shape[0]
     nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
-    for t in range(nt):
-        mark[touched[t]] = 1
     for p in range(r_ptr[r], r_ptr[r + 1]):
         item = r_item[p]
         pos = lower_bound(sorted_items, 0, n_local, item)
@@ -454,7 +452,7 @@ def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item, p
 @njit(cache=True)
 def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, touched, nt,
                      recent_local, item_pop, item_share, chunk_items, pop_order,
-                     seen_indptr, seen_items, hs, hp, hi, sc, scratch, m, sample, clear):
+                     seen_indptr, seen_items, hs, hp, hi, sc, scratch, m, sample):
     """The top-m of ``s(i)`` for row r into the heap ``hs, hp, hi``, after
     `_personal_candidates`; returns its size.
 
@@ -462,8 +460,9 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
     for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it. The heap and
     ``scratch`` hold the row's recent items (their best m by `_keep_best`), then the
     ``nt`` candidates are offered (`_offer_touched`, whose ``sample`` it is), their scores
-    gathered into ``sc`` (``clear``: setting their ``acc`` back to 0). The order of the
-    candidates does not change the top m (the order of ranking is total).
+    gathered into ``sc``, then the chunk's other items (neither a candidate, ``acc`` 0, nor
+    a recent item, ``mark`` 0). The order of the candidates does not change the top m (the
+    order of ranking is total).
     """
     lo = seen_indptr[r]
     hi_seen = seen_indptr[r + 1]
@@ -487,14 +486,14 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
         size += 1
     size = _keep_best(hs, hp, hi, size, m, scratch)
     n_recent = r_ptr[r + 1] - r_ptr[r]
-    _gather_scores(touched, nt, acc, keep, base, share_weight, item_share, sc, clear)
+    _gather_scores(touched, nt, acc, keep, base, share_weight, item_share, sc, False)
     size = _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
                           hi_seen, m, m + hi_seen - lo + n_recent, sample, hs, hp, hi, size,
                           scratch)
     # the other items of the chunk, in popularity order, while they can enter
     for j in range(pop_order.shape[0]):
         li = pop_order[j]
-        if mark[li] != 0:
+        if mark[li] != 0 or acc[li] != 0.0:
             continue
         s = keep * (base + share_weight * item_share[li])
         if size == m and s < hs[0]:
@@ -509,13 +508,9 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
 
 
 @njit(cache=True)
-def _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local, clear_acc):
-    # ``clear_acc`` False: `_personal_select` cleared ``acc`` as it gathered the scores
+def _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local):
     for t in range(nt):
-        li = touched[t]
-        if clear_acc:
-            acc[li] = 0.0
-        mark[li] = 0
+        acc[touched[t]] = 0.0
     for p in range(r_ptr[r + 1] - r_ptr[r]):
         if recent_local[p] >= 0:
             mark[recent_local[p]] = 0
@@ -575,8 +570,8 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
             size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
                                     acc, mark, touched, nt, recent_local, item_pop,
                                     item_share, chunk_items, pop_order, seen_indptr,
-                                    seen_items, hs, hp, hi, sc, scratch, m, sample, True)
-            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local, False)
+                                    seen_items, hs, hp, hi, sc, scratch, m, sample)
+            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
             _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores
 
@@ -648,7 +643,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                                         r_w, acc, mark, leading, n_leading, recent_local,
                                         item_pop, item_share, chunk_items, pop_order,
                                         no_seen_ptr, no_seen, hs, hp, hi, sc, scratch, m,
-                                        sample, False)
+                                        sample)
                 best = -1
                 for e in range(size):
                     if hi_rel > lo and _is_seen(rel_item, lo, hi_rel, hi[e]):
@@ -662,5 +657,5 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                         if _worse(hs[best], hp[best], hi[best], hs[e], hp[e], hi[e]):
                             ahead += 1
                     rank[r, g] = ahead + 1
-            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local, True)
+            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
     return hits, rank
