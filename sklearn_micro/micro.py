@@ -554,14 +554,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         old_user = np.repeat(np.arange(self.recent_indptr_.shape[0] - 1),
                              np.diff(self.recent_indptr_))[keep]
         age = chunk - self.latest_chunk_
+        new = _recent_items(user, item, np.full(user.shape[0], chunk),
+                            np.ones(user.shape[0], np.float32), n_users)
         self.recent_indptr_, self.recent_item_, self.recent_chunk_, self.recent_weight_ = (
-            _recent_items(
-                np.concatenate([old_user, user]),
-                np.concatenate([self.recent_item_[keep], item]),
-                np.concatenate([self.recent_chunk_[keep], np.full(user.shape[0], chunk)]),
-                np.concatenate([self.recent_weight_[keep] * np.float32(
-                    self.personal_decay ** age), np.ones(user.shape[0], np.float32)]),
-                n_users))
+            _merge_recent(old_user, self.recent_item_[keep], self.recent_chunk_[keep],
+                          self.recent_weight_[keep] * np.float32(self.personal_decay ** age),
+                          new))
 
     def _recent_scores(self, user_index):
         """CSR (indptr, items, r_u) of the users' recent items, ``r_u`` normalized per user
@@ -720,6 +718,34 @@ def _recent_items(user, item, chunk, weight, n_users):
     np.cumsum(np.bincount(user, minlength=n_users), out=indptr[1:])
     return (indptr, item[start].astype(np.int32), chunk[start].astype(np.int32),
             np.add.reduceat(weight, start).astype(np.float32))
+
+
+def _merge_recent(user, item, chunk, weight, new):
+    """The recent items (``user``, ``item``, ``chunk``, ``weight``: distinct triples sorted
+    by user, item and chunk) with a newer chunk's, ``new`` (a CSR of `_recent_items` over
+    every user), merged in: `_recent_items` of them all, without sorting the old entries
+    again (a test chunk of fave's log at full scale adds 1.5M entries to about 12M)."""
+    new_indptr, new_item, new_chunk, new_weight = new
+    n_users = new_indptr.shape[0] - 1
+    new_user = np.repeat(np.arange(n_users), np.diff(new_indptr))
+    width = int(max(item.max(initial=0), new_item.max(initial=0))) + 1
+    old_key = user.astype(np.int64) * width + item
+    new_key = new_user.astype(np.int64) * width + new_item
+    # a (user, item)'s newer chunk comes after its older ones
+    at = np.searchsorted(old_key, new_key, side="right") + np.arange(new_key.shape[0])
+    is_new = np.zeros(old_key.shape[0] + new_key.shape[0], bool)
+    is_new[at] = True
+
+    def merged(old, new_values, dtype):
+        out = np.empty(is_new.shape[0], dtype)
+        out[at] = new_values
+        out[~is_new] = old
+        return out
+
+    indptr = new_indptr.copy()
+    indptr[1:] += np.cumsum(np.bincount(user, minlength=n_users))
+    return (indptr, merged(item, new_item, np.int32), merged(chunk, new_chunk, np.int32),
+            merged(weight, new_weight, np.float32))
 
 
 @dataclass(frozen=True, eq=False)

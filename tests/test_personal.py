@@ -179,6 +179,34 @@ def test_the_papers_model_is_one_setting_away_and_learned_zero():
         np.testing.assert_array_equal(a[1], b[1])
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 15), st.integers(0, 80), st.integers(0, 40),
+       st.integers(-1, 3), st.integers(0, 2**32 - 1))
+def test_merging_a_chunk_into_the_recent_items_equals_sorting_them_all(
+        n_users, n_items, n_old, n_new, oldest, seed):
+    # partial_fit merges a chunk's entries into the kept ones (`_merge_recent`) instead of
+    # sorting them all again (`_recent_items`): the same arrays, bit for bit
+    rng = np.random.default_rng(seed)
+    old = micro_module._recent_items(
+        rng.integers(0, n_users, n_old), rng.integers(0, n_items, n_old),
+        rng.integers(0, 5, n_old), rng.random(n_old).astype(np.float32), n_users)
+    user = np.repeat(np.arange(n_users), np.diff(old[0]))
+    keep = old[2] > oldest
+    kept = (user[keep], old[1][keep], old[2][keep], old[3][keep] * np.float32(0.7))
+    new_user = rng.integers(0, n_users + 2, n_new)  # users first seen in the chunk too
+    new_item = rng.integers(0, n_items + 3, n_new)
+    ones = np.ones(n_new, np.float32)
+    want = micro_module._recent_items(
+        *(np.concatenate([a, b]) for a, b in
+          zip(kept, (new_user, new_item, np.full(n_new, 5), ones), strict=True)),
+        n_users + 2)
+    got = micro_module._merge_recent(*kept, micro_module._recent_items(
+        new_user, new_item, np.full(n_new, 5), ones, n_users + 2))
+    for a, b in zip(want, got, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
 def test_recent_items_are_a_recount_of_the_window_after_every_chunk():
     log = np.vstack([TRAIN, CHUNK, [[0, 30, 4], [0, 10, 4], [4, 30, 4]],
                      [[1, 31, 5], [0, 30, 5]]])
