@@ -521,18 +521,15 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     def _commit_chunk(self, chunk, engagements, supports, layout, counts, item_interest):
         """Move the model to ``chunk``: users' counts, the supports of users that had none,
         item interests, seen items, users' recent items and ``phi``."""
-        support_count = self.support_count_.copy()
         carried = supports.model_position >= 0
-        support_count[supports.model_position[carried]] += counts.user_count[carried]
         # users without a support take the interests their engagements were given
         new = ~carried & (counts.user_count > 0)
         local = np.repeat(np.arange(engagements.users.shape[0]), np.diff(supports.ptr))[new]
-        n_users = len(engagements.user_ids)
-        indptr = np.concatenate([self.support_indptr_, np.full(
-            n_users - len(self.user_ids_), self.support_indptr_[-1])])
-        self.support_indptr_, (self.support_interest_, self.support_count_) = append_to_rows(
-            indptr, (self.support_interest_, support_count), engagements.users[local],
-            (supports.interest[new], counts.user_count[new]))
+        self.support_indptr_, self.support_interest_, self.support_count_ = _grown_supports(
+            self.support_indptr_, self.support_interest_, self.support_count_,
+            len(engagements.user_ids), supports.model_position[carried],
+            counts.user_count[carried], engagements.users[local], supports.interest[new],
+            counts.user_count[new])
         self.user_ids_ = engagements.user_ids
         self.item_ids_ = engagements.item_ids
         self.item_interest_ = item_interest
@@ -718,6 +715,35 @@ def _recent_items(user, item, chunk, weight, n_users):
     np.cumsum(np.bincount(user, minlength=n_users), out=indptr[1:])
     return (indptr, item[start].astype(np.int32), chunk[start].astype(np.int32),
             np.add.reduceat(weight, start).astype(np.float32))
+
+
+def _grown_supports(indptr, interest, count, n_users, position, add, rows, new_interest,
+                    new_count):
+    """The supports' CSR (``indptr``, ``interest``, ``count``) with ``add`` added to the
+    counts at ``position`` and the entries (``new_interest``, ``new_count``) appended to
+    the ``rows`` (in any order; a row's after its old ones, in their given order), over
+    ``n_users`` rows: new arrays, the given ones left as they were.
+
+    Where every row that gains entries is past the old ones (users first seen in the
+    chunk: the rule), the arrays are copied once, the new entries after them; otherwise
+    (a known user without a support) the counts are copied, then every row's entries.
+    """
+    n_old = indptr.shape[0] - 1
+    rows = np.asarray(rows, np.int64)
+    if rows.shape[0] == 0 or rows.min() >= n_old:
+        order = np.argsort(rows, kind="stable")
+        added = np.bincount(rows - n_old, minlength=n_users - n_old)
+        indptr = np.concatenate([indptr, indptr[-1] + np.cumsum(added)])
+        interest = np.concatenate([interest, new_interest[order].astype(interest.dtype)])
+        count = np.concatenate([count, new_count[order].astype(count.dtype)])
+        count[position] += add
+        return indptr, interest, count
+    count = count.copy()
+    count[position] += add
+    indptr = np.concatenate([indptr, np.full(n_users - n_old, indptr[-1])])
+    indptr, (interest, count) = append_to_rows(indptr, (interest, count), rows,
+                                               (new_interest, new_count))
+    return indptr, interest, count
 
 
 def _merge_recent(user, item, chunk, weight, new):

@@ -537,3 +537,47 @@ def test_chunk_log_likelihood_equals_the_lgamma_formula(users, entries, interest
     got = chunk_log_likelihood(prior, user_count, np.array(entries, np.int32),
                                np.array(interests, np.int32), beta, i_beta)
     assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-6)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 8), st.integers(0, 4), st.integers(0, 20), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_grown_supports_add_counts_and_append_rows(n_old, n_more, n_new, known, seed):
+    # partial_fit's commit (`_grown_supports`): new users' entries after the old rows in
+    # one copy, a known user without a support through the general path; both give each
+    # row its old entries (counts added) then its new ones in their order
+    from sklearn_micro.micro import _grown_supports
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 4, n_old)
+    sizes[rng.random(n_old) < 0.3] = 0  # users without a support
+    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    interest = rng.integers(0, 50, indptr[-1]).astype(np.int32)
+    count = rng.integers(1, 9, indptr[-1]).astype(np.int64)
+    before = interest.copy(), count.copy()
+    position = rng.permutation(indptr[-1])[:rng.integers(0, indptr[-1] + 1)]
+    add = rng.integers(1, 5, position.shape[0])
+    n_users = n_old + n_more
+    empty = np.flatnonzero(sizes == 0)
+    choices = np.arange(n_old, n_users)
+    if known and empty.shape[0]:
+        choices = np.concatenate([choices, empty])
+    rows = rng.choice(choices, n_new) if choices.shape[0] else np.empty(0, np.int64)
+    new_interest = rng.integers(0, 50, rows.shape[0])
+    new_count = rng.integers(1, 9, rows.shape[0])
+    got_ptr, got_interest, got_count = _grown_supports(
+        indptr, interest, count, n_users, position, add, rows, new_interest, new_count)
+    np.testing.assert_array_equal(interest, before[0])  # the given arrays are left as
+    np.testing.assert_array_equal(count, before[1])     # they were
+    assert got_interest.dtype == interest.dtype and got_count.dtype == count.dtype
+    want_count = count.copy()
+    want_count[position] += add
+    assert got_ptr.shape == (n_users + 1,)
+    for r in range(n_users):
+        old = slice(indptr[r], indptr[r + 1]) if r < n_old else slice(0, 0)
+        mine = rows == r
+        span = slice(got_ptr[r], got_ptr[r + 1])
+        np.testing.assert_array_equal(got_interest[span],
+                                      np.concatenate([interest[old], new_interest[mine]]))
+        np.testing.assert_array_equal(got_count[span],
+                                      np.concatenate([want_count[old], new_count[mine]]))
