@@ -166,18 +166,26 @@ def partition_layout(layout: ChunkLayout, n_partitions: int) -> list[Partition]:
     first_of_user = np.searchsorted(layout.engagement_user, np.arange(n_users + 1))
     user_cuts = np.unique(np.concatenate([
         [0], layout.engagement_user[np.minimum(cuts, n - 1)], [n_users]]))
-    parts = []
+    ranges = []
     for u_lo, u_hi in zip(user_cuts[:-1], user_cuts[1:], strict=True):
         e_lo, e_hi = int(first_of_user[u_lo]), int(first_of_user[u_hi])
-        s_lo, s_hi = int(layout.support_ptr[u_lo]), int(layout.support_ptr[u_hi])
-        p_lo, p_hi = int(layout.entry_ptr[e_lo]), int(layout.entry_ptr[e_hi])
+        ranges.append((int(u_lo), int(u_hi), e_lo, e_hi, int(layout.entry_ptr[e_lo]),
+                       int(layout.entry_ptr[e_hi])))
+
+    def part(u_lo, u_hi, e_lo, e_hi, p_lo, p_hi):
+        # `localize` releases the GIL: the partitions' maps are made on threads at once
         entries, entry_of = sampler.localize(layout.entry_of[p_lo:p_hi], layout.n_entries)
-        parts.append(Partition(
+        s_lo, s_hi = int(layout.support_ptr[u_lo]), int(layout.support_ptr[u_hi])
+        return Partition(
             slice(e_lo, e_hi), slice(s_lo, s_hi),
             layout.engagement_user[e_lo:e_hi] - np.int32(u_lo),
             layout.entry_ptr[e_lo:e_hi + 1] - p_lo, entry_of,
-            layout.support_ptr[u_lo:u_hi + 1] - s_lo, entries))
-    return parts
+            layout.support_ptr[u_lo:u_hi + 1] - s_lo, entries)
+
+    if len(ranges) == 1:
+        return [part(*ranges[0])]
+    with ThreadPoolExecutor(len(ranges), thread_name_prefix="micro-partition") as pool:
+        return list(pool.map(lambda r: part(*r), ranges))
 
 
 def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,

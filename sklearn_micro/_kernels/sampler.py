@@ -168,7 +168,7 @@ def count_assignments(engagement_user, entry_ptr, entry_of, support_ptr, support
     return user_count, entry_count, interest_count
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def localize(entry_of, n_entries):
     """The sorted distinct entries that ``entry_of`` touches, and ``entry_of`` rewritten as
     positions among them (a partition's map into its own copy of the counts)."""
