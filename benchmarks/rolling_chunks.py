@@ -1,13 +1,15 @@
-"""A run's fitted MiCRO carried over its first test chunks: scoring and sampling per chunk.
+"""A run's fitted method carried over its first test chunks: scoring and learning per chunk.
 
-Loads ``DIR/checkpoints/<method> fit.pkl`` and the log of a ``reproduce --out DIR`` and
-takes the run's rolling protocol over the first ``--chunks`` test chunks: each chunk is
+Loads ``DIR/checkpoints/<method> fit.pkl`` (any of the run's methods; MiCRO (paper) by
+default) and the log of a ``reproduce --out DIR`` and takes the run's rolling protocol
+over the first ``--chunks`` test chunks: each chunk is
 scored for its active users (`RollingEvaluation.step` without learning: ``recommend``,
-the metrics at 50 and 100 and the chunk's lookups), then sampled (``partial_fit``). Prints
+the metrics at 50 and 100 and the chunk's lookups), then learnt (``partial_fit``). Prints
 wall and cpu seconds of each, per chunk, so that the evaluation's cost at a scale can be
 read without running all of it. docs/scale.md quotes it ("A test chunk at full scale").
 
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO
+    python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method ANN
 """
 
 from __future__ import annotations

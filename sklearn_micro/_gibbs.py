@@ -182,8 +182,6 @@ def partition_layout(layout: ChunkLayout, n_partitions: int) -> list[Partition]:
             layout.entry_ptr[e_lo:e_hi + 1] - p_lo, entry_of,
             layout.support_ptr[u_lo:u_hi + 1] - s_lo, entries)
 
-    if len(ranges) == 1:
-        return [part(*ranges[0])]
     with ThreadPoolExecutor(len(ranges), thread_name_prefix="micro-partition") as pool:
         return list(pool.map(lambda r: part(*r), ranges))
 

@@ -298,12 +298,17 @@ def append_to_rows(indptr: np.ndarray, columns, rows: np.ndarray, values):
 
     ``columns`` are the CSR's aligned entry arrays, ``values`` the new entries of each and
     ``rows`` the row of every new entry, in any order; a row's new entries come after its
-    old ones, in their given order. Returns the new indptr and the new columns.
+    old ones, in their given order. Returns the new indptr and the new columns (new arrays
+    always). Where every row that gains entries comes after the last old entry, the old
+    entries keep their positions.
     """
     rows = np.asarray(rows, np.int64)
     order = np.argsort(rows, kind="stable")
     add_indptr = np.zeros(indptr.shape[0], np.int64)
     np.cumsum(np.bincount(rows, minlength=indptr.shape[0] - 1), out=add_indptr[1:])
+    # rows past every old entry (new users, say): the old entries keep their positions
+    tail = rows.shape[0] == 0 or indptr[rows.min()] == indptr[-1]
     return indptr + add_indptr, tuple(
+        np.concatenate([c, np.asarray(v)[order].astype(c.dtype)]) if tail else
         csr.append_to_rows(indptr, c, add_indptr, np.asarray(v)[order].astype(c.dtype))
         for c, v in zip(columns, values, strict=True))

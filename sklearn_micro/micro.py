@@ -724,25 +724,22 @@ def _grown_supports(indptr, interest, count, n_users, position, add, rows, new_i
     the ``rows`` (in any order; a row's after its old ones, in their given order), over
     ``n_users`` rows: new arrays, the given ones left as they were.
 
-    Where every row that gains entries is past the old ones (users first seen in the
-    chunk: the rule), the arrays are copied once, the new entries after them; otherwise
-    (a known user without a support) the counts are copied, then every row's entries.
+    The rows that gain entries are those of users first seen in the chunk, past the old
+    ones, as a rule: the old entries then keep their positions, and the counts are added
+    into the appended copy (one copy, not two). A known user without a support moves the
+    entries after it, so the counts are added before.
     """
     n_old = indptr.shape[0] - 1
     rows = np.asarray(rows, np.int64)
-    if rows.shape[0] == 0 or rows.min() >= n_old:
-        order = np.argsort(rows, kind="stable")
-        added = np.bincount(rows - n_old, minlength=n_users - n_old)
-        indptr = np.concatenate([indptr, indptr[-1] + np.cumsum(added)])
-        interest = np.concatenate([interest, new_interest[order].astype(interest.dtype)])
-        count = np.concatenate([count, new_count[order].astype(count.dtype)])
+    moves = rows.shape[0] > 0 and rows.min() < n_old
+    if moves:
+        count = count.copy()
         count[position] += add
-        return indptr, interest, count
-    count = count.copy()
-    count[position] += add
     indptr = np.concatenate([indptr, np.full(n_users - n_old, indptr[-1])])
     indptr, (interest, count) = append_to_rows(indptr, (interest, count), rows,
                                                (new_interest, new_count))
+    if not moves:
+        count[position] += add
     return indptr, interest, count
 
 

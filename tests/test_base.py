@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from sklearn_micro._log import Vocabulary
-from sklearn_micro.base import unique_pairs
+from sklearn_micro.base import append_to_rows, unique_pairs
 
 small = st.integers(-5, 5)
 wide = st.integers(-(2**63), 2**63 - 1)
@@ -97,3 +97,30 @@ def test_vocabulary_lookups_agree_for_dense_and_sparse_ids(ids, queries):
     grown, index = vocab.extend(np.array(queries + ids, np.int64))
     assert grown.ids[index].tolist() == queries + ids
     assert grown.ids[: len(vocab)].tolist() == vocab.ids.tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=8), st.integers(0, 3), st.integers(0, 12),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_append_to_rows_puts_each_rows_new_entries_after_its_old_ones(
+        sizes, n_more, n_new, anywhere, seed):
+    # rows past every old entry are appended in one copy, others by the row-by-row kernel:
+    # both give each row its old entries, then its new ones in their given order
+    rng = np.random.default_rng(seed)
+    sizes = np.array(sizes + [0] * n_more, np.int64)
+    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    old = rng.integers(0, 100, indptr[-1]).astype(np.int32)
+    kept = old.copy()
+    tail = int(np.searchsorted(indptr, indptr[-1]))  # the first row past every old entry
+    lo = 0 if anywhere else tail
+    if lo >= sizes.shape[0]:
+        n_new = 0
+    rows = rng.integers(lo, sizes.shape[0], n_new) if n_new else np.empty(0, np.int64)
+    new = rng.integers(100, 200, n_new)
+    got_ptr, (got,) = append_to_rows(indptr, (old,), rows, (new,))
+    np.testing.assert_array_equal(old, kept)
+    assert got.dtype == old.dtype and got is not old
+    for r in range(sizes.shape[0]):
+        np.testing.assert_array_equal(
+            got[got_ptr[r]:got_ptr[r + 1]],
+            np.concatenate([old[indptr[r]:indptr[r + 1]], new[rows == r]]))
