@@ -330,6 +330,10 @@ class Stages:
         if self.after_save is not None:
             self.after_save(name)
 
+    def measured(self, name: str) -> bool:
+        """Whether the ledger holds the figures of the stage ``name`` (resuming only)."""
+        return self.resume and name in self._ledger
+
     def drop(self, name: str) -> None:
         path = self.path(name)
         if path is not None and path.is_file():
@@ -468,7 +472,10 @@ def run_experiment(
     with `SphericalKMeans(n_interests)`, ANN queries with its user vectors. Methods run one
     after the other, and each is dropped once evaluated, so memory holds one at a time; ANN
     runs first, and the vectors are dropped after it (the item vectors after the
-    clustering).
+    clustering). "MiCRO" and "MiCRO (paper)" sample the same chain, so together they are
+    fitted and sampled once, each test chunk scored by both (`MiCRO.paper_model`): the
+    stages "MiCRO fit" and "MiCRO and MiCRO (paper) rolling evaluation", with the reports
+    of evaluating them apart.
 
     Parameters
     ----------
@@ -545,22 +552,38 @@ def run_experiment(
                                np.empty((0, embedded.user_vectors.shape[1]), np.float32),
                                embedded.item_interest)
     reports = {}
+    # MiCRO's two rows sample the same chain: one sampler serves both (MiCRO.paper_model),
+    # unless a run that evaluated them apart is resumed
+    pair = ("MiCRO", "MiCRO (paper)")
+    shared = set(pair) <= set(methods) and (stages.has(_SHARED) or not any(
+        stages.has(f"{name} {what}") for name in pair for what in ("report", "rolling")))
     # ANN first: the only method that reads the user vectors, which are dropped after it
     for name in sorted(methods, key=lambda name: name != "ANN"):
+        if shared and name == "MiCRO (paper)":
+            continue
         if name != "ANN" and embedded is not None and embedded.user_vectors.shape[0]:
             embedded = EmbeddedLog(embedded.log, embedded.user_ids, embedded.item_ids,
                                    # a new empty array: a view would keep them alive
                                    np.empty((0, embedded.user_vectors.shape[1]), np.float32),
                                    embedded.item_vectors,
                                    embedded.item_interest)
-        if stages.has(f"{name} report"):
+        if name in pair and all(stages.has(f"{done} report") for done in pair) and \
+                stages.measured(f"{_SHARED} evaluation"):
+            # both reports of a shared evaluation: one stage, as the run that made them
+            if name not in reports:
+                with stages.measure(f"{_SHARED} evaluation", work=len(test)) as stage:
+                    stage.resumed = True
+                    reports.update({done: stages.load(f"{done} report") for done in pair})
+            continue
+        if stages.has(f"{name} report") and not (shared and name == "MiCRO"):
             with stages.measure(f"{name} rolling evaluation", work=len(test)) as stage:
                 stage.resumed = True
                 reports[name] = stages.load(f"{name} report")
             continue
+        rolling = _SHARED if shared and name == "MiCRO" else f"{name} rolling"
         evaluation = None
-        if stages.has(f"{name} rolling"):
-            evaluation = stages.load(f"{name} rolling")
+        if stages.has(rolling):
+            evaluation = stages.load(rolling)
         else:
             def fit(name=name, embedded=embedded):
                 if name == "MiCRO":
@@ -581,19 +604,71 @@ def run_experiment(
                              n_jobs=n_jobs).fit(train)
 
             model = stages.run(f"{name} fit", fit, work=len(train))
-            evaluation = RollingEvaluation(model, m_values=m_values, keep_points=keep_points)
+            kind = _SharedSampler if rolling == _SHARED else RollingEvaluation
+            evaluation = kind(model, m_values=m_values, keep_points=keep_points)
             del model
-        reports[name] = _evaluate(evaluation, test, f"{name} rolling", stages, progress)
+        _evaluate(evaluation, test, rolling, stages, progress)
+        found = (evaluation.reports() if rolling == _SHARED
+                 else {name: evaluation.report()})
         del evaluation
-        stages.save(f"{name} report", reports[name])
-        stages.drop(f"{name} rolling")
+        for done, report in found.items():
+            reports[done] = report
+            stages.save(f"{done} report", report)
+        stages.drop(rolling)
     return {name: reports[name] for name in methods}
 
 
-def _evaluate(evaluation: RollingEvaluation, test: EngagementLog, name: str,
-              stages: Stages, progress: bool) -> RollingReport:
-    """Carry ``evaluation`` over the test chunks it has not done, saving its state after a
-    chunk when the work since the last save outweighs the save's cost."""
+#: The checkpoint of MiCRO's and the paper's model's evaluation with one sampler.
+_SHARED = "MiCRO and MiCRO (paper) rolling"
+
+
+class _SharedSampler:
+    """The rolling evaluations of a `MiCRO` and of its paper's model, with one sampler.
+
+    ``personal`` and ``phi_decay`` act on retrieval alone, so ``MiCRO()`` and
+    ``MiCRO(personal=0, phi_decay=0)`` with the same other parameters and seed sample the
+    same chain. Each test chunk is scored by the model's `MiCRO.paper_model` and by the
+    model itself, then the model alone takes the chunk: both reports are those of
+    evaluating the two models apart, for the cost of one sampler.
+
+    Parameters
+    ----------
+    estimator : MiCRO
+        Fitted; evaluated in place, as by `RollingEvaluation`.
+    **kwargs
+        `RollingEvaluation`'s (``m_values``, ``exclude_seen``, ``keep_points``).
+
+    Attributes
+    ----------
+    micro, paper : RollingEvaluation
+        The model's evaluation and its paper's model's.
+    """
+
+    def __init__(self, estimator, **kwargs):
+        self.micro = RollingEvaluation(estimator, **kwargs)
+        self.paper = RollingEvaluation(estimator.paper_model(), **kwargs)
+
+    @property
+    def chunks_done(self) -> list[int]:
+        return self.micro.chunks_done
+
+    def step(self, log: EngagementLog, X=None, *, learn: bool = True) -> int:
+        """Score both models on one chunk, then let the model take it (as
+        `RollingEvaluation.step`)."""
+        self.paper.estimator = self.micro.estimator.paper_model()
+        self.paper.step(log, X, learn=False)
+        return self.micro.step(log, X, learn=learn)
+
+    def reports(self) -> dict[str, RollingReport]:
+        """The paper's model's report and the model's, as "MiCRO (paper)" and "MiCRO"."""
+        return {"MiCRO (paper)": self.paper.report(), "MiCRO": self.micro.report()}
+
+
+def _evaluate(evaluation, test: EngagementLog, name: str, stages: Stages,
+              progress: bool) -> None:
+    """Carry ``evaluation`` (a `RollingEvaluation` or a `_SharedSampler`) over the
+    test chunks it has not done, saving its state after a chunk when the work since the
+    last save outweighs the save's cost."""
     done = set(evaluation.chunks_done)
     chunks = [(c, rows) for c, rows in iter_chunks(test.chunk) if c not in done]
     with stages.measure(name.replace("rolling", "rolling evaluation"),
@@ -616,7 +691,6 @@ def _evaluate(evaluation: RollingEvaluation, test: EngagementLog, name: str,
                 stages.save(name, evaluation, stage)
                 cost = time.perf_counter() - start
                 since = time.perf_counter()
-        return evaluation.report()
 
 
 def results_table(reports: dict[str, RollingReport], m_values: Sequence[int] = (50, 100), *,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, _fit_context
+from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -197,6 +198,12 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     popular_order_ : ndarray
         Positions in ``chunk_items_`` from the most to the least engaged item (ties to the
         lower index): the order that fills slots and breaks ties.
+    chunk_alone_ : dict or None
+        With ``phi_decay_ > 0``, the latest chunk's popularity and ``phi`` from its own
+        counts alone (what the paper's model ranks from; see `paper_model`), under the
+        keys ``chunk``, ``items``, ``item_count``, ``phi_indptr``, ``phi_item``,
+        ``phi_count``, ``interest_count`` and ``popular_order`` (the attributes above).
+        None when the latest chunk's state is its own already.
     seen_items_ : SeenItems
         The (user, item) pairs of every log given so far, for ``exclude_seen``.
     n_sweeps_ : dict
@@ -407,10 +414,15 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         """Make ``chunk`` the latest: popularity from its engagements' ``items``, ``phi``
         from the counts ``phi_w`` of (``phi_items``, ``phi_k``) pairs, plus, with ``carry``
         and ``phi_decay_ > 0``, the decayed counts of the previous chunk."""
-        previous = _LatestChunk.of(self) if carry else None
-        state = _latest_chunk(chunk, items, phi_items, phi_k, phi_w, self.n_interests_,
-                              self.phi_decay_, previous)
-        state.set_on(self)
+        alone = _latest_chunk(chunk, items, phi_items, phi_k, phi_w, self.n_interests_, 0.0)
+        if carry and self.phi_decay_ > 0:
+            _latest_chunk(chunk, items, phi_items, phi_k, phi_w, self.n_interests_,
+                          self.phi_decay_, _LatestChunk.of(self)).set_on(self)
+            # what the paper's model (phi_decay=0) ranks from, for `paper_model`
+            self.chunk_alone_ = alone.as_dict()
+        else:
+            alone.set_on(self)
+            self.chunk_alone_ = None
 
     # ---------------------------------------------------------- partial_fit
 
@@ -563,6 +575,58 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         (distinct items per row, sorted); empty rows for unknown users."""
         return _recent_distributions(self.recent_indptr_, self.recent_item_,
                                      self.recent_weight_, user_index)
+
+    def paper_model(self) -> MiCRO:
+        """The paper's exact model in the state this one's sampler reached.
+
+        ``personal`` and ``phi_decay`` act on retrieval alone: the sampler, the users'
+        supports and every chunk's counts are the same whatever their values. This returns
+        the `MiCRO` that ``MiCRO(personal=0, phi_decay=0)``, with this model's other
+        parameters, would be after the same `fit` and `partial_fit` calls: ``phi`` of the
+        latest chunk from its own counts, no recent items, the random stream where this
+        model's is. Nothing is sampled again, and the two models share their arrays
+        (each call of `partial_fit` replaces a model's arrays, never changes them, so
+        either model can go on alone). Comparing the defaults with the paper's model over
+        the rolling protocol so costs one sampler instead of two
+        (`sklearn_micro.experiment.run_experiment` does so).
+
+        Returns
+        -------
+        model : MiCRO
+            A fitted ``MiCRO`` with ``personal=0`` and ``phi_decay=0``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_micro import MiCRO
+        >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 1]])
+        >>> model = MiCRO(personal=0.5, phi_decay=0.5, random_state=0).fit(
+        ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+        >>> paper = model.paper_model()
+        >>> paper.get_params()["phi_decay"], paper.phi_decay_, paper.personal_weight_
+        (0, 0.0, 0.0)
+        """
+        check_is_fitted(self, "support_indptr_")
+        if "chunk_alone_" not in self.__dict__ and self.phi_decay_ > 0:
+            raise ValueError(
+                "paper_model needs the latest chunk's own counts (chunk_alone_), which "
+                "this model, saved before they were kept, lacks: fit it again, or call "
+                "partial_fit with a new chunk first.")
+        model = clone(self).set_params(personal=0, phi_decay=0)
+        params = set(self._get_param_names())
+        model.__dict__.update({name: value for name, value in self.__dict__.items()
+                               if name not in params and name != "_grouped"})
+        if self.__dict__.get("chunk_alone_") is not None:
+            _LatestChunk(**self.chunk_alone_).set_on(model)
+        model.chunk_alone_ = None
+        model.phi_decay_ = 0.0
+        model.personal_weight_ = 0.0
+        model.recent_indptr_ = np.zeros(len(self.user_ids_) + 1, np.int64)
+        model.recent_item_ = np.empty(0, np.int32)
+        model.recent_chunk_ = np.empty(0, np.int32)
+        model.recent_weight_ = np.empty(0, np.float32)
+        model.random_state_ = copy.deepcopy(self.random_state_)
+        return model
 
     # ------------------------------------------------------------ retrieval
 
@@ -799,6 +863,10 @@ class _LatestChunk:
     def set_on(self, model):
         for field, name in self._ATTRIBUTES.items():
             setattr(model, name, getattr(self, field))
+
+    def as_dict(self) -> dict:
+        """The fields as a dict of plain values (what a fitted model stores)."""
+        return {field: getattr(self, field) for field in self._ATTRIBUTES}
 
 
 def _latest_chunk(chunk, items, phi_items, phi_k, phi_w, n_interests, phi_decay,

@@ -65,7 +65,7 @@ def test_reproduce_on_a_small_file(tmp_path, capsys):
     # the per-stage summary: every stage with its time, peak memory and throughput
     assert "| stage | seconds | cpu seconds | peak MiB | throughput |" in printed
     for stage in ("load", "graph embedding", "clustering", "MiCRO fit",
-                  "MiCRO rolling evaluation", "ANN rolling evaluation",
+                  "MiCRO and MiCRO (paper) rolling evaluation", "ANN rolling evaluation",
                   "Popularity rolling evaluation"):
         assert f"| {stage} |" in printed
     stages = json.loads((tmp_path / "out" / "stages.json").read_text())["stages"]
@@ -98,9 +98,10 @@ def test_phi_min_count_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, 
             "--baselines", "Popularity", "--quiet", "--out", str(tmp_path / "out")]
     assert main([*args, "--phi-min-count", "2"]) == 0
     capsys.readouterr()
-    for name in ("MiCRO", "MiCRO (paper)"):
-        with open(tmp_path / "out" / "checkpoints" / f"{name} fit.pkl", "rb") as f:
-            assert pickle.load(f).phi_min_count == 2
+    # the two rows share one fitted model: the paper's row is its paper_model
+    with open(tmp_path / "out" / "checkpoints" / "MiCRO fit.pkl", "rb") as f:
+        model = pickle.load(f)
+    assert model.phi_min_count == 2 and model.paper_model().phi_min_count == 2
     # the checkpoints belong to a run with that setting
     assert main([*args, "--phi-min-count", "3", "--resume"]) == 2
     assert "phi_min_count=2.0" in capsys.readouterr().err

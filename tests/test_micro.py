@@ -581,3 +581,61 @@ def test_grown_supports_add_counts_and_append_rows(n_old, n_more, n_new, known, 
                                       np.concatenate([interest[old], new_interest[mine]]))
         np.testing.assert_array_equal(got_count[span],
                                       np.concatenate([want_count[old], new_count[mine]]))
+
+
+def fitted_state(model):
+    """The fitted state, without the ranking's per-chunk cache that `recommend` makes."""
+    return _canonical({k: v for k, v in vars(model).items() if k != "_grouped"})
+
+
+def test_paper_model_is_the_paper_model_fitted_apart():
+    train, interests, chunk4, chunk5 = _generated()
+    params = dict(random_state=3, n_jobs=2, max_sweeps=12)
+    ours = MiCRO(personal=0.3, phi_decay=0.5, **params).fit(train, item_interest=interests)
+    apart = MiCRO(personal=0, phi_decay=0, **params).fit(train, item_interest=interests)
+    users = np.unique(np.concatenate([chunk4.user, chunk5.user, [-7]]))
+    for chunk in (None, chunk4, chunk5):
+        if chunk is not None:
+            ours.partial_fit(chunk)
+            apart.partial_fit(chunk)
+        paper = ours.paper_model()
+        assert paper.get_params() == apart.get_params()
+        assert fitted_state(paper) == fitted_state(apart)
+        got, want = paper.recommend(users, 50), apart.recommend(users, 50)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        # the extensions rank otherwise, so the comparison above is not vacuous
+        assert not np.array_equal(ours.recommend(users, 50)[0], want[0])
+    assert ours.chunk_alone_ is not None and paper.chunk_alone_ is None
+
+
+def test_paper_model_goes_on_alone_and_leaves_the_model_as_it_was():
+    train, interests, chunk4, chunk5 = _generated()
+    params = dict(random_state=3, max_sweeps=8)
+    ours = MiCRO(personal=0.3, phi_decay=0.5, **params).fit(
+        train, item_interest=interests).partial_fit(chunk4)
+    before = state(ours)
+    paper = ours.paper_model().partial_fit(chunk5)
+    # the random stream is the model's, copied: sampling the view draws nothing from it
+    assert state(ours) == before
+    apart = MiCRO(personal=0, phi_decay=0, **params).fit(
+        train, item_interest=interests).partial_fit(chunk4).partial_fit(chunk5)
+    assert fitted_state(paper) == fitted_state(apart)
+    # and the model goes on as if the view never was
+    alone = MiCRO(personal=0.3, phi_decay=0.5, **params).fit(
+        train, item_interest=interests).partial_fit(chunk4).partial_fit(chunk5)
+    assert state(ours.partial_fit(chunk5)) == state(alone)
+
+
+def test_paper_model_of_a_model_saved_without_the_chunks_own_counts():
+    model = fitted(phi_decay=0.5).partial_fit(CHUNK)
+    old = pickle.loads(pickle.dumps(model))
+    del old.__dict__["chunk_alone_"]
+    with pytest.raises(ValueError, match="chunk_alone_.*fit it again"):
+        old.paper_model()
+    # the paper's own settings need no more than the latest chunk
+    plain = fitted(phi_decay=0).partial_fit(CHUNK)
+    del plain.__dict__["chunk_alone_"]
+    paper = plain.paper_model()
+    assert paper.personal_weight_ == 0
+    np.testing.assert_array_equal(paper.phi_count_, plain.phi_count_)

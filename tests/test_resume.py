@@ -85,7 +85,8 @@ def _stages(path):
     return {s["name"]: s for s in json.loads(path.read_text())["stages"]}
 
 
-@pytest.mark.parametrize("stop_after", ["graph embedding", "MiCRO rolling", "ANN report",
+@pytest.mark.parametrize("stop_after", ["graph embedding", "MiCRO and MiCRO (paper) rolling",
+                                        "ANN report", "MiCRO (paper) report",
                                         "RecentItems rolling"])
 def test_resume_after_a_kill_prints_the_same_tables(data_file, uninterrupted, tmp_path,
                                                     stop_after):
@@ -99,10 +100,12 @@ def test_resume_after_a_kill_prints_the_same_tables(data_file, uninterrupted, tm
     resumed = _run([*args, "--resume"])
     assert resumed.returncode == 0, resumed.stderr
     assert _tables(resumed.stdout) == uninterrupted
-    if stop_after.endswith("rolling"):
+    if stop_after.endswith("rolling") or stop_after == "MiCRO (paper) report":
+        # killed between the shared evaluation's two reports, it carries on from its last
+        # checkpoint as well
         assert "rolling evaluation (resumed after chunk" in resumed.stdout
     elif stop_after.endswith("report"):
-        method = stop_after.split()[0]
+        method = stop_after.removesuffix(" report")
         assert f"{method} rolling evaluation (from its checkpoint)" in resumed.stdout
     else:
         assert f"{stop_after} (from its checkpoint)" in resumed.stdout
@@ -115,9 +118,10 @@ def test_resume_after_a_kill_prints_the_same_tables(data_file, uninterrupted, tm
 
 def test_a_resumed_run_reports_the_whole_jobs_stages(data_file, whole_run, tmp_path):
     args = _args(data_file, tmp_path / "out")
-    assert _run(args, stop_after="MiCRO rolling").returncode == -signal.SIGKILL
+    shared = "MiCRO and MiCRO (paper) rolling"
+    assert _run(args, stop_after=shared).returncode == -signal.SIGKILL
     before = _stages(tmp_path / "out" / "checkpoints" / "stages.json")
-    assert before["MiCRO rolling evaluation"]["partial"]
+    assert before[f"{shared} evaluation"]["partial"]
     resumed = _run([*args, "--resume"])
     assert resumed.returncode == 0, resumed.stderr
     after = _stages(tmp_path / "out" / "stages.json")
@@ -133,10 +137,10 @@ def test_a_resumed_run_reports_the_whole_jobs_stages(data_file, whole_run, tmp_p
     # the fit the resumed run did not redo keeps its row
     assert after["MiCRO fit"] == before["MiCRO fit"]
     # the evaluation carried on counts its time up to the kill's last checkpoint too
-    rolling = after["MiCRO rolling evaluation"]
+    rolling = after[f"{shared} evaluation"]
     assert not rolling["resumed"] and rolling["continued"]
-    assert rolling["cpu_seconds"] > before["MiCRO rolling evaluation"]["cpu_seconds"]
-    assert rolling["n_checkpoints"] >= before["MiCRO rolling evaluation"]["n_checkpoints"]
+    assert rolling["cpu_seconds"] > before[f"{shared} evaluation"]["cpu_seconds"]
+    assert rolling["n_checkpoints"] >= before[f"{shared} evaluation"]["n_checkpoints"]
     assert "resumed after chunk" in resumed.stdout.split("Per stage")[1]
 
 
@@ -238,3 +242,37 @@ def test_micro_params_are_checked_before_any_stage(params, error):
                                   methods=("MiCRO",), stages=stages, log=None,
                                   micro_params=params)
     assert stages.stages == []
+
+
+def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypatch):
+    from sklearn_micro import MiCRO, experiment
+
+    log = make_engagements(n_users=300, n_items=400, n_chunks=7, n_interests=4,
+                           n_engagements=6000, random_state=2)
+    train, test = experiment.split_chunks(log, 3)
+    settings = dict(n_interests=4, n_components=8, m_values=(10, 50), log=None,
+                    micro_params={"personal": 0.3, "phi_decay": 0.5})
+    sampled = []
+    partial_fit = MiCRO.partial_fit
+
+    def counted(self, X, y=None):
+        sampled.append(self.phi_decay)
+        return partial_fit(self, X, y)
+
+    monkeypatch.setattr(MiCRO, "partial_fit", counted)
+    stages = Stages(say=None)
+    both = experiment.run_experiment(train, test, methods=("MiCRO (paper)", "MiCRO"),
+                                     stages=stages, **settings)
+    # one sampler for both rows: the last of the 4 test chunks is scored, not sampled
+    assert sampled == [0.5] * 3
+    assert [s.name for s in stages.stages] == [
+        "graph embedding", "clustering", "MiCRO fit",
+        "MiCRO and MiCRO (paper) rolling evaluation"]
+    for name in ("MiCRO (paper)", "MiCRO"):
+        apart = experiment.run_experiment(train, test, methods=(name,), **settings)[name]
+        np.testing.assert_array_equal(np.asarray(both[name].overall()),
+                                      np.asarray(apart.overall()))
+        np.testing.assert_array_equal(np.asarray(both[name].per_chunk()),
+                                      np.asarray(apart.per_chunk()))
+    assert not np.array_equal(np.asarray(both["MiCRO"].overall()),
+                              np.asarray(both["MiCRO (paper)"].overall()))
