@@ -641,12 +641,14 @@ class _SharedSampler:
     Attributes
     ----------
     micro, paper : RollingEvaluation
-        The model's evaluation and its paper's model's.
+        The model's evaluation and its paper's model's (whose ``estimator`` is None
+        between steps: the paper's model is made from the model's state at each step).
     """
 
     def __init__(self, estimator, **kwargs):
         self.micro = RollingEvaluation(estimator, **kwargs)
         self.paper = RollingEvaluation(estimator.paper_model(), **kwargs)
+        self.paper.estimator = None  # made from the model's state at each step
 
     @property
     def chunks_done(self) -> list[int]:
@@ -657,6 +659,9 @@ class _SharedSampler:
         `RollingEvaluation.step`)."""
         self.paper.estimator = self.micro.estimator.paper_model()
         self.paper.step(log, X, learn=False)
+        # the view holds the state before the chunk: not kept once the model moves on
+        # (nor saved with it)
+        self.paper.estimator = None
         return self.micro.step(log, X, learn=learn)
 
     def reports(self) -> dict[str, RollingReport]:

@@ -276,3 +276,22 @@ def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypat
                                       np.asarray(apart.per_chunk()))
     assert not np.array_equal(np.asarray(both["MiCRO"].overall()),
                               np.asarray(both["MiCRO (paper)"].overall()))
+
+
+def test_the_shared_evaluation_keeps_no_state_of_the_paper_model_between_chunks():
+    from sklearn_micro import MiCRO, experiment
+
+    log = make_engagements(n_users=200, n_items=300, n_chunks=5, n_interests=4,
+                           n_engagements=3000, random_state=3)
+    train, test = experiment.split_chunks(log, 3)
+    items = np.unique(train.item)
+    model = MiCRO(personal=0.3, phi_decay=0.5, random_state=0).fit(
+        train, item_interest=(items, items % 4))
+    shared = experiment._SharedSampler(model, m_values=(10,))
+    chunk = test.take(test.chunk == test.chunk.min())
+    before = model.support_count_
+    shared.step(chunk)
+    # the paper's model of the state before the chunk would hold the replaced arrays alive
+    # and in every checkpoint
+    assert shared.paper.estimator is None and model.support_count_ is not before
+    assert shared.chunks_done == shared.paper.chunks_done == [int(chunk.chunk[0])]
