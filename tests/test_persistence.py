@@ -154,3 +154,13 @@ def test_bad_paths_and_files(tmp_path):
     # an explicit format overrides the suffix
     path = dump(model, tmp_path / "model.bin", format="skops")
     _assert_same_answers(_answers(load(path, format="skops")), _answers(model))
+
+
+@pytest.mark.parametrize("suffix", [".skops", ".pkl"])
+def test_a_restored_micro_gives_its_paper_model(tmp_path, suffix):
+    items = np.unique(X_TRAIN.item)
+    model = MiCRO(personal=0.3, phi_decay=0.5, random_state=0).fit(
+        X_TRAIN, item_interest=(items, items % 4)).partial_fit(FIRST)
+    assert model.chunk_alone_ is not None
+    restored = load(dump(model, tmp_path / f"model{suffix}"))
+    _assert_same_answers(_answers(restored.paper_model()), _answers(model.paper_model()))
