@@ -389,7 +389,12 @@ def test_kmeans_assignment_on_the_cluster_equals_local(client, sweep_log):
     for a, b in ((remote, local), (remote_sampled, sampled)):
         np.testing.assert_array_equal(a.labels_, b.labels_)
         np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
-        assert a.n_iter_ == b.n_iter_ and a.inertia_ == b.inertia_
+        assert a.n_iter_ == b.n_iter_
+        # after a fit on a sample, the inertia sums the similarities of BLAS's products,
+        # whose rounding may differ between a worker's copy of a block and the client's
+        # (seen on some machines: 6e-12 relative); the labels and centroids may not differ
+        assert a.inertia_ == (b.inertia_ if a.n_fit_samples_ == len(X)
+                              else pytest.approx(b.inertia_, rel=1e-9, abs=0))
     np.testing.assert_array_equal(predicted, local.labels_[::-1])
     # per iteration: the centroids and the rows to reassign, never the rows themselves
     assert max(sent for sent, _ in sweep_log.kmeans) < X.nbytes
