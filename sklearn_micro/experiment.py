@@ -40,6 +40,8 @@ __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "c
 
 METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS")
 BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
+# the checkpoint of MiCRO's and the paper's model's evaluation with one sampler
+_SHARED = "MiCRO and MiCRO (paper) rolling"
 
 # a test chunk's state is saved when the work since the last save is at least this many
 # times what the last save cost, which keeps checkpoints under 1/20 of the evaluation
@@ -616,10 +618,6 @@ def run_experiment(
             stages.save(f"{done} report", report)
         stages.drop(rolling)
     return {name: reports[name] for name in methods}
-
-
-#: The checkpoint of MiCRO's and the paper's model's evaluation with one sampler.
-_SHARED = "MiCRO and MiCRO (paper) rolling"
 
 
 class _SharedSampler:

@@ -582,13 +582,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         ``personal`` and ``phi_decay`` act on retrieval alone: the sampler, the users'
         supports and every chunk's counts are the same whatever their values. This returns
         the `MiCRO` that ``MiCRO(personal=0, phi_decay=0)``, with this model's other
-        parameters, would be after the same `fit` and `partial_fit` calls: ``phi`` of the
-        latest chunk from its own counts, no recent items, the random stream where this
-        model's is. Nothing is sampled again, and the two models share their arrays
-        (each call of `partial_fit` replaces a model's arrays, never changes them, so
-        either model can go on alone). Comparing the defaults with the paper's model over
-        the rolling protocol so costs one sampler instead of two
-        (`sklearn_micro.experiment.run_experiment` does so).
+        parameters (an int ``random_state`` among them), would be after the same `fit` and
+        `partial_fit` calls: ``phi`` of the latest chunk from its own counts, no recent
+        items, the random stream where this model's is. Nothing is sampled again, and the
+        two models share their arrays (each call of `partial_fit` replaces a model's
+        arrays, never changes them, so either model can go on alone). Comparing the
+        defaults with the paper's model over the rolling protocol so costs one sampler
+        instead of two (`sklearn_micro.experiment.run_experiment` does so).
 
         Returns
         -------
@@ -621,10 +621,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         model.chunk_alone_ = None
         model.phi_decay_ = 0.0
         model.personal_weight_ = 0.0
-        model.recent_indptr_ = np.zeros(len(self.user_ids_) + 1, np.int64)
-        model.recent_item_ = np.empty(0, np.int32)
-        model.recent_chunk_ = np.empty(0, np.int32)
-        model.recent_weight_ = np.empty(0, np.float32)
+        # no recent items, as `fit` keeps them without the personal component
+        none = np.empty(0, np.int64)
+        model.recent_indptr_, model.recent_item_, model.recent_chunk_, model.recent_weight_ = (
+            _recent_items(none, none, none, none, len(self.user_ids_)))
         model.random_state_ = copy.deepcopy(self.random_state_)
         return model
 

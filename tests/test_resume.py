@@ -154,6 +154,8 @@ def test_resuming_a_finished_run_reads_only_the_reports(whole_run, data_file, tm
     log = resumed.stdout.split("Per stage")[0]
     assert "graph embedding" not in log and "clustering" not in log
     assert "ANN rolling evaluation (from its checkpoint)" in log
+    # the two MiCRO rows' reports are read back as the one stage that made them
+    assert "MiCRO and MiCRO (paper) rolling evaluation (from its checkpoint)" in log
     assert list(_stages(out / "stages.json")) == list(_stages(whole_run[1] / "stages.json"))
 
 
