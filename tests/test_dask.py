@@ -278,18 +278,33 @@ def _evaluate(model, test, **kwargs):
     return rolling_evaluate(model, test, m_values=(10, 100), **kwargs)
 
 
-def _keys(tasks) -> list[str]:
-    return [str(task["key"]) for task in tasks.data]
+@pytest.fixture
+def submitted(monkeypatch):
+    """The keys of the tasks the client submits to the cluster by blocks, recorded as
+    they are submitted (the task stream once missed a task that ran)."""
+    from sklearn_micro import _dask
+
+    keys = []
+    submit_blocks = _dask._submit_blocks
+
+    def recorded(client, function, blocks, *, key, **kwargs):
+        futures = submit_blocks(client, function, blocks, key=key, **kwargs)
+        keys.extend(str(future.key) for future in futures)
+        return futures
+
+    monkeypatch.setattr(_dask, "_submit_blocks", recorded)
+    return keys
 
 
 @pytest.mark.parametrize("exclude_seen", [False, True])
-def test_recommend_by_blocks_on_the_cluster_equals_local(client, fitted, exclude_seen):
+def test_recommend_by_blocks_on_the_cluster_equals_local(client, fitted, exclude_seen,
+                                                         submitted):
     model, test = fitted
     users = np.unique(test.user)[::-1]  # any order, unseen users included
     local = model.recommend(users, 100, exclude_seen=exclude_seen)
-    with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
+    with joblib.parallel_config(backend="dask"):
         remote = model.recommend(users, 100, exclude_seen=exclude_seen)
-    assert sum(key.startswith("micro-recommend-") for key in _keys(tasks)) == 2
+    assert sum(key.startswith("micro-recommend-") for key in submitted) == 2
     np.testing.assert_array_equal(remote[0], local[0])
     np.testing.assert_array_equal(remote[1], local[1])
 
@@ -314,16 +329,16 @@ def test_baseline_recommends_by_blocks_on_the_cluster(client, generated):
     np.testing.assert_array_equal(remote[1], local[1])
 
 
-def test_rolling_evaluation_on_the_cluster_equals_local(client, fitted, sweep_log):
+def test_rolling_evaluation_on_the_cluster_equals_local(client, fitted, sweep_log,
+                                                        submitted):
     """Each chunk's users are scored by blocks on the workers, which return metrics, not
     top-m lists: every (user, chunk) point equals the threaded evaluation's."""
     model, test = fitted
     local = _evaluate(model, test)
-    with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
+    with joblib.parallel_config(backend="dask"):
         remote = _evaluate(model, test)
-    keys = _keys(tasks)
-    assert sum(key.startswith("micro-score-") for key in keys) == 4  # 2 chunks x 2 blocks
-    assert sum(key.startswith("micro-recommender-") for key in keys) == 2  # once per chunk
+    assert sum(key.startswith("micro-score-") for key in submitted) == 4  # 2 chunks x 2
+    assert sum(key.startswith("micro-recommender-") for key in submitted) == 2  # per chunk
     assert remote.points.equals(local.points)
     assert remote.per_user().equals(local.per_user())
     assert remote.per_chunk().equals(local.per_chunk())
@@ -369,7 +384,7 @@ def test_an_evaluation_that_cannot_finish_times_out(client, fitted):
 
 # ------------------------------------------------------------------ spherical k-means
 
-def test_kmeans_assignment_on_the_cluster_equals_local(client, sweep_log, monkeypatch):
+def test_kmeans_assignment_on_the_cluster_equals_local(client, sweep_log, submitted):
     rng = np.random.default_rng(0)
     centers = rng.standard_normal((30, 16))
     X = (centers[rng.integers(0, 30, 5000)] + rng.standard_normal((5000, 16))).astype(
@@ -377,18 +392,7 @@ def test_kmeans_assignment_on_the_cluster_equals_local(client, sweep_log, monkey
     params = dict(n_clusters=30, random_state=0, max_iter=15)
     local = SphericalKMeans(**params).fit(X)
     sampled = SphericalKMeans(**params, max_fit_samples=2000).fit(X)
-    # the tasks submitted to the cluster, by key (the task stream once missed one that ran)
-    from sklearn_micro import _dask
-
-    keys = []
-    submit_blocks = _dask._submit_blocks
-
-    def recorded(client, function, blocks, *, key, **kwargs):
-        futures = submit_blocks(client, function, blocks, key=key, **kwargs)
-        keys.extend(str(future.key) for future in futures)
-        return futures
-
-    monkeypatch.setattr(_dask, "_submit_blocks", recorded)
+    keys = submitted
     with joblib.parallel_config(backend="dask"):
         remote = SphericalKMeans(**params).fit(X)
         remote_sampled = SphericalKMeans(**params, max_fit_samples=2000).fit(X)
