@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
                           "figures (stages.json) and the checkpoints (default: ./micro-results)")
     rep.add_argument("--baselines", default="ANN,Popularity", metavar="LIST",
                      help="comma-separated baselines among ANN, Popularity, RecentItems, ALS "
-                          "(default: ANN,Popularity)")
+                          "(default: ANN,Popularity); --resume may name others than the "
+                          "stopped run did, to add a baseline to a finished run")
     rep.add_argument("--dim", type=int, default=64, metavar="D",
                      help="dimensions of the graph embedding (default: 64)")
     rep.add_argument("--user", default="user", help="user column of --data (default: user)")
@@ -223,7 +224,8 @@ def reproduce(args) -> int:
     if args.resume and not (checkpoints / "config.json").is_file():
         raise CommandError(f"--resume: no checkpoints in {str(checkpoints)!r} (--out)")
     try:
-        stages = Stages(checkpoints, resume=args.resume, config=_config(args))
+        stages = Stages(checkpoints, resume=args.resume, config=_config(args),
+                        may_differ=("baselines",))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     def load():

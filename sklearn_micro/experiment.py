@@ -226,6 +226,10 @@ class Stages:
     config : dict, optional
         What the run depends on (data, parameters). Saved beside the checkpoints; resuming
         with a different one is refused, since the checkpoints would not belong to it.
+    may_differ : sequence of str, default=()
+        Keys of ``config`` that choose what a run does rather than what its checkpoints
+        hold (``reproduce``'s baselines: each method's checkpoints are its own). Resuming
+        with other values is allowed, and ``config.json`` then records the new ones.
     say : callable or None, default=print
         Receives one line per finished stage.
     after_save : callable, optional
@@ -243,13 +247,15 @@ class Stages:
     """
 
     def __init__(self, checkpoint_dir=None, *, resume: bool = False, config=None,
-                 say: Callable | None = print, after_save: Callable | None = None):
+                 may_differ: Sequence[str] = (), say: Callable | None = print,
+                 after_save: Callable | None = None):
         self.dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.resume = resume
         self.say = say or (lambda *_: None)
         self.after_save = after_save
         self.stages: list[Stage] = []
         self._config = dict(config or {})
+        self._may_differ = frozenset(may_differ)
         self._started = False
         # the whole job's stages across resumed runs, by name, in the order they began
         self._ledger: dict[str, dict] = {}
@@ -263,8 +269,9 @@ class Stages:
         if not path.is_file():
             return
         saved = json.loads(path.read_text())
-        changed = sorted(k for k in set(saved) | set(self._config)
-                         if saved.get(k) != self._config.get(k))
+        differ = sorted(k for k in set(saved) | set(self._config)
+                        if saved.get(k) != self._config.get(k))
+        changed = [k for k in differ if k not in self._may_differ]
         if changed:
             name = changed[0]
             raise ValueError(
@@ -272,6 +279,8 @@ class Stages:
                 f"{name}={saved.get(name)!r}; this run has {name}={self._config.get(name)!r}. "
                 "Run with the same settings, or without --resume to start over."
             )
+        if differ:  # only choices of what runs: the folder now records this run's
+            self._write(path, json.dumps(self._config, indent=1, sort_keys=True).encode())
         self._started = True
         ledger = self.dir / _LEDGER
         if ledger.is_file():

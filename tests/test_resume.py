@@ -169,6 +169,29 @@ def test_resume_refuses_checkpoints_of_another_run(data_file, tmp_path):
     assert refused.stderr.strip().count("\n") == 0
 
 
+def test_resume_may_add_baselines_to_a_run(data_file, whole_run, tmp_path):
+    args = _args(data_file, tmp_path / "out")
+    fewer = [*args[:-1], "Popularity"]
+    done = _run(fewer)
+    assert done.returncode == 0, done.stderr
+    more = _run([*args, "--resume"])
+    assert more.returncode == 0, more.stderr
+    # the same tables as a run with every baseline from the start
+    assert _tables(more.stdout) == _tables(whole_run[0].stdout)
+    log = more.stdout.split("Per stage")[0]
+    assert "MiCRO and MiCRO (paper) rolling evaluation (from its checkpoint)" in log
+    assert "Popularity rolling evaluation (from its checkpoint)" in log
+    # only the new baselines ran: ANN from the embedding's checkpoint, no clustering
+    assert "graph embedding (from its checkpoint)" in log and "clustering" not in log
+    assert "ANN fit:" in log and "RecentItems fit:" in log
+    config = json.loads((tmp_path / "out" / "checkpoints" / "config.json").read_text())
+    assert config["baselines"] == "ANN,Popularity,RecentItems"
+    # another setting is still refused, with the baselines changed too
+    other = [a if a != "6" else "7" for a in fewer]
+    refused = _run([*other, "--resume"])
+    assert refused.returncode == 2 and "k=6" in refused.stderr
+
+
 def test_stages_save_atomically_and_start_over_without_resume(tmp_path):
     stages = Stages(tmp_path, config={"k": 1}, say=None)
     assert stages.run("a", lambda: {"x": np.arange(3)})["x"].tolist() == [0, 1, 2]
