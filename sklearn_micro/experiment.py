@@ -280,7 +280,7 @@ class Stages:
                 "Run with the same settings, or without --resume to start over."
             )
         if differ:  # only choices of what runs: the folder now records this run's
-            self._write(path, json.dumps(self._config, indent=1, sort_keys=True).encode())
+            self._write_config()
         self._started = True
         ledger = self.dir / _LEDGER
         if ledger.is_file():
@@ -292,9 +292,12 @@ class Stages:
         # the old run's files; the ledger in memory holds this run's stages only
         for old in [*self.dir.glob("*.pkl"), self.dir / _LEDGER]:
             old.unlink(missing_ok=True)
+        self._write_config()
+        self._started = True
+
+    def _write_config(self) -> None:
         self._write(self.dir / "config.json",
                     json.dumps(self._config, indent=1, sort_keys=True).encode())
-        self._started = True
 
     # -- checkpoints --------------------------------------------------------------------
 

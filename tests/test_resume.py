@@ -190,6 +190,8 @@ def test_resume_may_add_baselines_to_a_run(data_file, whole_run, tmp_path):
     other = [a if a != "6" else "7" for a in fewer]
     refused = _run([*other, "--resume"])
     assert refused.returncode == 2 and "k=6" in refused.stderr
+    # and leaves the folder's record as it was
+    assert json.loads((tmp_path / "out" / "checkpoints" / "config.json").read_text()) == config
 
 
 def test_stages_save_atomically_and_start_over_without_resume(tmp_path):
