@@ -14,9 +14,18 @@ the model alone. The paper's model is then also sampled on the chunk by itself (
 evaluating the two rows apart costs more), and its counts are compared with the model's:
 the same chain, or the script fails.
 
+With ``--paired`` (``--method MiCRO``, a model whose paper's model shares its ``phi``:
+`MiCRO._ranks_with_paper`), each chunk's two MiCRO rows are scored both ways in turn: apart
+(the paper's model's `recommend`, then the model's) and from one scatter a user
+(`MiCRO._recommend_with_paper`, what ``reproduce`` does then), the order alternating from
+chunk to chunk, after the model's chunk has been laid out for ranking (timed apart: both
+ways need it; scored apart, the paper's model lays out its own, which is timed). The
+points must be the same, or the script fails. The model then learns the chunk.
+
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method ANN
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO --shared
+    python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO --paired
 """
 
 from __future__ import annotations
@@ -33,7 +42,12 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
 from sklearn_micro._log import iter_chunks  # noqa: E402
 from sklearn_micro.experiment import split_chunks  # noqa: E402
-from sklearn_micro.model_selection import RollingEvaluation  # noqa: E402
+from sklearn_micro.model_selection import (  # noqa: E402
+    RollingEvaluation,
+    _check_m_values,
+    _chunk_points,
+    _paired_chunk_points,
+)
 
 
 def run_arguments(description: str, chunks: int, argv=None, *,
@@ -45,9 +59,13 @@ def run_arguments(description: str, chunks: int, argv=None, *,
     parser.add_argument("--chunks", type=int, default=chunks)
     parser.add_argument("--train-chunks", type=int, default=169)
     if shared:
-        parser.add_argument("--shared", action="store_true",
-                            help="score with the model and its paper_model, sample once, "
-                                 "and time the paper's model's own sampling")
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument("--shared", action="store_true",
+                          help="score with the model and its paper_model, sample once, "
+                               "and time the paper's model's own sampling")
+        mode.add_argument("--paired", action="store_true",
+                          help="score the two MiCRO rows apart and from one scatter a user, "
+                               "in turn, and compare")
     return parser.parse_args(argv)
 
 
@@ -69,6 +87,14 @@ def _timed(call, *args, **kwargs):
     return result, f"{time.perf_counter() - w0:.1f} ({time.process_time() - c0:.1f})"
 
 
+def _first_chunks(test, n_chunks: int):
+    """The first ``n_chunks`` test chunks: each chunk, its rows and its log."""
+    for pos, (chunk, rows) in enumerate(iter_chunks(test.chunk)):
+        if pos == n_chunks:
+            break
+        yield chunk, rows, test.take(rows)
+
+
 def shared(model, test, n_chunks: int) -> None:
     """The two MiCRO rows with one sampler, and what a second sampler would cost."""
     ours = RollingEvaluation(model, m_values=(50, 100))
@@ -76,10 +102,7 @@ def shared(model, test, n_chunks: int) -> None:
     print("| chunk | engagements | users scored | paper's scoring s (cpu) | MiCRO's scoring "
           "| `partial_fit` | the paper's own `partial_fit` (saved) | sweeps |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for pos, (chunk, rows) in enumerate(iter_chunks(test.chunk)):
-        if pos == n_chunks:
-            break
-        part = test.take(rows)
+    for chunk, rows, part in _first_chunks(test, n_chunks):
         paper.estimator = view = model.paper_model()
         n_users, paper_s = _timed(paper.step, part, learn=False)
         _, ours_s = _timed(ours.step, part, learn=False)
@@ -96,6 +119,44 @@ def shared(model, test, n_chunks: int) -> None:
               f"{again_s} | {model.n_sweeps_[chunk]} |", flush=True)
 
 
+def paired(model, test, n_chunks: int) -> None:
+    """The two MiCRO rows' scoring apart and from one scatter, each chunk both ways."""
+    if not model._ranks_with_paper():
+        raise SystemExit("--paired needs a model with a personal component whose paper's "
+                         f"model shares its phi; this one has phi_decay_={model.phi_decay_} "
+                         f"and personal_weight_={model.personal_weight_}.")
+    ks = _check_m_values((50, 100))
+
+    def apart(part):
+        return _chunk_points(model, part, ks, False), _chunk_points(model.paper_model(), part,
+                                                                    ks, False)
+
+    def one_scatter(part):
+        return _paired_chunk_points(model, part, ks, False)
+
+    print("| chunk | engagements | users scored | the model's chunk for ranking s (cpu) "
+          "| apart s (cpu) | one scatter s (cpu) | apart / one scatter (cpu) "
+          "| `partial_fit` s (cpu) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for pos, (chunk, rows, part) in enumerate(_first_chunks(test, n_chunks)):
+        # both ways rank from the model's chunk as the kernels take it: made first, for
+        # neither (the paper's model makes its own when scored apart: that is timed)
+        _, grouped_s = _timed(model._grouped_chunk)
+        ways = [("apart", apart), ("one", one_scatter)]
+        timed, cpu, points = {}, {}, {}
+        for name, way in ways if pos % 2 == 0 else ways[::-1]:
+            c0 = time.process_time()
+            points[name], timed[name] = _timed(way, part)
+            cpu[name] = time.process_time() - c0
+        for a, b in zip(points["apart"], points["one"], strict=True):
+            if any(not np.array_equal(a[3][name], b[3][name]) for name in a[3]):
+                raise SystemExit(f"chunk {chunk}: the two ways scored differently")
+        _, fit_s = _timed(model.partial_fit, part)
+        print(f"| {chunk} | {len(rows):,} | {points['one'][0][0].shape[0]:,} | {grouped_s} | "
+              f"{timed['apart']} | {timed['one']} | {cpu['apart'] / cpu['one']:.2f} | "
+              f"{fit_s} |", flush=True)
+
+
 def main(argv=None) -> int:
     args = run_arguments(__doc__.splitlines()[0], 3, argv, shared=True)
     model, test = fitted_and_test(args.out, args.method, args.train_chunks)
@@ -103,14 +164,16 @@ def main(argv=None) -> int:
         print(f"{args.out}, {args.method} and its paper_model, one sampler\n")
         shared(model, test, args.chunks)
         return 0
+    if args.paired:
+        print(f"{args.out}, {args.method} and its paper_model, scored apart and from one "
+              "scatter\n")
+        paired(model, test, args.chunks)
+        return 0
     evaluation = RollingEvaluation(model, m_values=(50, 100))
     print(f"{args.out}, {args.method}\n")
     print("| chunk | engagements | users scored | scoring s | cpu s | partial_fit s | cpu s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for pos, (chunk, rows) in enumerate(iter_chunks(test.chunk)):
-        if pos == args.chunks:
-            break
-        part = test.take(rows)
+    for chunk, rows, part in _first_chunks(test, args.chunks):
         c0, w0 = time.process_time(), time.perf_counter()
         n_users = evaluation.step(part, learn=False)
         c1, w1 = time.process_time(), time.perf_counter()

@@ -225,6 +225,21 @@ class RecommenderMixin:
         the users are ranked by blocks on the cluster's workers, with the same answer
         (`sklearn_micro._dask.recommend_on_cluster`).
         """
+        users = self._check_recommend(users, m, exclude_seen)
+        if users.size == 0:
+            return self._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
+        from ._dask import active_client, recommend_on_cluster
+
+        client = active_client()
+        if client is not None:
+            return recommend_on_cluster(self, users, m, exclude_seen=exclude_seen,
+                                        client=client)
+        user_index, seen = self._users_and_seen(users, exclude_seen)
+        items, scores = self._recommend(user_index, int(m), seen)
+        return self._external_items(items), scores
+
+    def _check_recommend(self, users, m, exclude_seen) -> np.ndarray:
+        """`recommend`'s checks of its arguments; returns ``users`` as a 1-D array."""
         check_is_fitted(self, "item_ids_")
         if not isinstance(m, Integral) or isinstance(m, bool) or m < 1:
             raise ValueError(f"m must be an integer >= 1; got {m!r}.")
@@ -242,21 +257,15 @@ class RecommenderMixin:
             users = users.reshape(1)
         if users.ndim != 1:
             raise ValueError(f"users must be a 1-D array of user ids; got shape {users.shape}.")
-        if users.size == 0:
-            return self._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
-        from ._dask import active_client, recommend_on_cluster
+        return users
 
-        client = active_client()
-        if client is not None:
-            return recommend_on_cluster(self, users, m, exclude_seen=exclude_seen,
-                                        client=client)
+    def _users_and_seen(self, users: np.ndarray, exclude_seen: bool):
+        """The users' indices and the CSR of the items to leave out (none unless
+        ``exclude_seen``)."""
         user_index = self.user_ids_.lookup(users, name="users")
         if exclude_seen:
-            seen = self.seen_items_.csr(user_index)
-        else:
-            seen = np.zeros(users.shape[0] + 1, np.int64), np.empty(0, np.int64)
-        items, scores = self._recommend(user_index, int(m), seen)
-        return self._external_items(items), scores
+            return user_index, self.seen_items_.csr(user_index)
+        return user_index, (np.zeros(users.shape[0] + 1, np.int64), np.empty(0, np.int64))
 
     def _external_items(self, items: np.ndarray) -> np.ndarray:
         ids = self.item_ids_.ids

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._dask import active_client
 from ._log import COLUMNS, EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
 from .baselines import (
     ALSRecommender,
@@ -33,7 +34,7 @@ from .baselines import (
 from .cluster import SphericalKMeans
 from .embedding import GraphEmbedder
 from .micro import MiCRO
-from .model_selection import RollingEvaluation, RollingReport
+from .model_selection import RollingEvaluation, RollingReport, _paired_chunk_points
 
 __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "comparison_table",
            "plot_per_chunk", "results_table", "run_experiment", "split_chunks"]
@@ -666,8 +667,22 @@ class _SharedSampler:
 
     def step(self, log: EngagementLog, X=None, *, learn: bool = True) -> int:
         """Score both models on one chunk, then let the model take it (as
-        `RollingEvaluation.step`)."""
-        self.paper.estimator = self.micro.estimator.paper_model()
+        `RollingEvaluation.step`).
+
+        When the paper's model ranks from the model's own latest chunk and the model has
+        a personal component (`MiCRO._ranks_with_paper`: the defaults once `fit` has
+        chosen ``phi_decay_`` 0), each block of users is ranked for both from one scatter
+        (`MiCRO._recommend_with_paper`); otherwise, or inside joblib's Dask backend, the
+        paper's model is scored first, then the model. The reports are the same.
+        """
+        model = self.micro.estimator
+        if model._ranks_with_paper() and active_client() is None:
+            chunk = self.micro._chunk_of(log)
+            points, paper_points = _paired_chunk_points(model, log, self.micro.ks,
+                                                        self.micro.exclude_seen)
+            self.paper._take(chunk, paper_points, None, learn=False)
+            return self.micro._take(chunk, points, log if X is None else X, learn=learn)
+        self.paper.estimator = model.paper_model()
         self.paper.step(log, X, learn=False)
         # the view holds the state before the chunk: not kept once the model moves on
         # (nor saved with it)

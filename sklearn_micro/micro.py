@@ -639,13 +639,19 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         indptr, k, theta = self._theta(user_index)
         weight, base = _interest_weights(indptr, k, theta, self.beta, _LatestChunk.of(self))
         if self.personal_weight_ > 0:
-            return self._recommend_personal(user_index, m, seen, indptr, k, weight, base)
+            return self._recommend_personal(user_index, m, seen, indptr, k, weight, base)[:2]
         with _numba_threads(self.n_jobs) as threads:
             chunk = self._grouped_chunk()
             items, scores, n_filled = mixture_topm(
                 indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
                 chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
                 threads)
+        return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen)
+
+    def _fill_by_popularity(self, items, scores, n_filled, indptr, base, seen):
+        """Fill the slots `mixture_topm` left (`fill_remainder`) with the latest chunk's
+        items by popularity: scored by their share for users without interests, by
+        ``base`` alone for the others."""
         pop = self.popular_order_
         pop_order = self.chunk_items_[pop]
         unseen = np.diff(indptr) == 0
@@ -658,6 +664,45 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                                sub_ptr, seen[1][pos])
                 items[rows], scores[rows] = sub_i, sub_s
         return items, scores
+
+    def _ranks_with_paper(self) -> bool:
+        """Whether `_recommend_with_paper` can rank for this model and its `paper_model`
+        in one pass: a personal component, and the paper's model ranking from this
+        model's own latest chunk (no counts carried into it: ``phi_decay_`` 0, or the
+        chunk `fit` ended on)."""
+        state = self.__dict__
+        return (self.personal_weight_ > 0 and state.get("chunk_alone_") is None
+                and ("chunk_alone_" in state or self.phi_decay_ == 0))
+
+    def _recommend_with_paper(self, users, m: int, *, exclude_seen: bool = False):
+        """`recommend` of this model and of its `paper_model`, each user's candidates
+        scattered once for both.
+
+        When `_ranks_with_paper` holds, the paper's model's scores are the interests'
+        part of this model's (the same mixtures, ``phi`` and weights), so `personal_topm`
+        with ``paper=True`` ranks both from one scatter a user, which is most of a user's
+        cost on a large chunk. The lists and scores are those of the two `recommend`
+        calls (the tests compare them bit for bit).
+
+        Returns
+        -------
+        (items, scores), (paper_items, paper_scores) : tuple of tuples of ndarray
+        """
+        users = self._check_recommend(users, m, exclude_seen)
+        if not self._ranks_with_paper():
+            raise ValueError(
+                "_recommend_with_paper needs a model with a personal component whose "
+                "paper's model ranks from its own latest chunk; this one has "
+                f"personal_weight_={self.personal_weight_} and phi_decay_={self.phi_decay_}.")
+        user_index, seen = self._users_and_seen(users, exclude_seen)
+        indptr, k, theta = self._theta(user_index)
+        weight, base = _interest_weights(indptr, k, theta, self.beta, _LatestChunk.of(self))
+        items, scores, p_items, p_scores, p_filled = self._recommend_personal(
+            user_index, int(m), seen, indptr, k, weight, base, paper=True)
+        p_items, p_scores = self._fill_by_popularity(p_items, p_scores, p_filled, indptr, base,
+                                                     seen)
+        return ((self._external_items(items), scores),
+                (self._external_items(p_items), p_scores))
 
     def _grouped_chunk(self) -> dict:
         """The latest chunk as the top-m kernels take it: ``phi`` pruned to
@@ -690,9 +735,11 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         state.setdefault("phi_min_count", 0)
         super().__setstate__(state)
 
-    def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base):
+    def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
+                            paper=False):
         """Top-m of ``(1 - lam_u) * p_t(i|u) + lam_u * r_u(i)`` over the latest chunk's
-        items and the users' recent items."""
+        items and the users' recent items (`personal_topm`'s five arrays; the last three,
+        the paper's ranking from the same scatter, are empty without ``paper``)."""
         r_ptr, r_item, r_u = self._recent_scores(user_index)
         lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
         # users without interests are scored by popularity share, as in the paper's path
@@ -703,7 +750,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 indptr, k, weight, base, share_weight, lam, r_ptr, r_item, r_u,
                 chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"], chunk["item_count"],
                 chunk["share"], chunk["items"], self.chunk_items_, chunk["local_of"],
-                chunk["popular_order"], seen[0], seen[1], m, threads)
+                chunk["popular_order"], seen[0], seen[1], m, threads, paper=paper)
 
     # ---------------------------------------------------------- mixtures
 

@@ -226,12 +226,7 @@ def _is_warm(recommender, users: np.ndarray) -> np.ndarray:
 def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen: bool):
     """Users, warmth, relevant counts and metrics of one test chunk; the users are scored
     by blocks on the workers inside joblib's Dask backend (`sklearn_micro._dask`)."""
-    users, user_code = np.unique(log.user, return_inverse=True)
-    items, item_code = np.unique(log.item, return_inverse=True)
-    u, i = unique_pairs(user_code.ravel(), item_code.ravel())
-    n_relevant = np.bincount(u, minlength=users.shape[0])
-    indptr = np.zeros(users.shape[0] + 1, np.int64)
-    np.cumsum(n_relevant, out=indptr[1:])
+    users, items, n_relevant, indptr, i = _chunk_relevant(log)
     warm = _is_warm(recommender, users)
     client = active_client()
     if client is not None:
@@ -250,10 +245,50 @@ def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen:
     return users, warm, n_relevant, scores
 
 
+def _chunk_relevant(log: EngagementLog):
+    """A chunk's users and items (sorted), each user's number of relevant items, and the
+    CSR (``indptr``, ``i``) of their positions among the items."""
+    users, user_code = np.unique(log.user, return_inverse=True)
+    items, item_code = np.unique(log.item, return_inverse=True)
+    u, i = unique_pairs(user_code.ravel(), item_code.ravel())
+    n_relevant = np.bincount(u, minlength=users.shape[0])
+    indptr = np.zeros(users.shape[0] + 1, np.int64)
+    np.cumsum(n_relevant, out=indptr[1:])
+    return users, items, n_relevant, indptr, i
+
+
+def _paired_chunk_points(recommender, log: EngagementLog, ks: np.ndarray,
+                         exclude_seen: bool):
+    """`_chunk_points` of a `MiCRO` and of its paper's model together, each block of users
+    ranked for both by `MiCRO._recommend_with_paper`; returns the model's points, then
+    the paper's model's (the same users and warmth: the two share their state)."""
+    users, items, n_relevant, indptr, i = _chunk_relevant(log)
+    warm = _is_warm(recommender, users)
+    parts: tuple[dict, dict] = ({}, {})
+    for lo in range(0, users.shape[0], _USER_BLOCK):
+        hi = min(users.shape[0], lo + _USER_BLOCK)
+        both = recommender._recommend_with_paper(users[lo:hi], int(ks[-1]),
+                                                 exclude_seen=exclude_seen)
+        for part, (rec_items, rec_scores) in zip(parts, both, strict=True):
+            block = _list_scores(rec_items, rec_scores, items,
+                                 indptr[lo : hi + 1] - indptr[lo],
+                                 i[indptr[lo] : indptr[hi]].astype(np.int64), ks)
+            for name, value in block.items():
+                part.setdefault(name, []).append(value)
+    return tuple((users, warm, n_relevant,
+                  {name: np.concatenate(values) for name, values in part.items()})
+                 for part in parts)
+
+
 def _block_scores(recommender, users, items, relevant_indptr, relevant, ks, exclude_seen):
     """The metrics of a block of users: their top ``max(ks)`` against their relevant items,
     given as positions in the sorted ``items``."""
     rec_items, rec_scores = recommender.recommend(users, int(ks[-1]), exclude_seen=exclude_seen)
+    return _list_scores(rec_items, rec_scores, items, relevant_indptr, relevant, ks)
+
+
+def _list_scores(rec_items, rec_scores, items, relevant_indptr, relevant, ks):
+    """The metrics of top-m lists against the users' relevant items (`_block_scores`)."""
     if rec_items.dtype.kind in "iu" and items.dtype.kind in "iu":
         # numeric ids: each recommended item is looked up among its user's few relevant ones
         codes = np.empty(rec_items.shape, np.int64)
@@ -443,14 +478,24 @@ class RollingEvaluation:
         n_points : int
             The (user, chunk) points of the chunk.
         """
+        chunk = self._chunk_of(log)
+        recommender = _final_recommender(self.estimator)
+        points = _chunk_points(recommender, log, self.ks, self.exclude_seen)
+        return self._take(chunk, points, log if X is None else X, learn=learn)
+
+    def _chunk_of(self, log: EngagementLog) -> int:
+        """The one chunk of ``log``, checked to come after those taken."""
         chunk = int(log.chunk[0])
         if log.chunk.min() != log.chunk.max():
             raise ValueError(
                 f"step takes one chunk; got chunks {log.chunk.min()} to {log.chunk.max()}.")
         self.check_chunk(chunk)
-        recommender = _final_recommender(self.estimator)
-        users, warm, n_relevant, scores = _chunk_points(recommender, log, self.ks,
-                                                        self.exclude_seen)
+        return chunk
+
+    def _take(self, chunk: int, points, X, *, learn: bool) -> int:
+        """Add a chunk's points (users, warmth, relevant counts, metrics) to the sums, then
+        let the estimator take the chunk ``X`` if ``learn``."""
+        users, warm, n_relevant, scores = points
         values = np.column_stack([scores[name] for name in self.metric_names])
         self.sums.add(chunk, users, warm, values)
         if self.points is not None:
@@ -461,7 +506,7 @@ class RollingEvaluation:
             for name in self.metric_names:
                 self.points[name].append(scores[name])
         if learn:
-            _partial_fit(self.estimator, log if X is None else X)
+            _partial_fit(self.estimator, X)
         self.chunks_done.append(chunk)
         return users.shape[0]
 

@@ -609,6 +609,63 @@ def test_paper_model_is_the_paper_model_fitted_apart():
     assert ours.chunk_alone_ is not None and paper.chunk_alone_ is None
 
 
+@pytest.mark.parametrize("phi_min_count", [0, 2])
+def test_recommend_with_paper_equals_the_two_models_recommend(phi_min_count):
+    """One scatter a user ranks for the model and its paper's model when they share phi:
+    the lists and scores are those of the two `recommend` calls, bit for bit."""
+    import scipy.sparse as sp
+
+    from sklearn_micro._kernels.topm import CUT_SAMPLE, SELECT_RATIO
+    from sklearn_micro.datasets import make_engagements
+
+    # two interests, so that users of both have the thousands of candidates that take the
+    # kernels' sampled cut at m = 100, and users of one fewer, which take selection
+    log = make_engagements(n_users=1500, n_items=8000, n_chunks=5, n_interests=2,
+                           n_engagements=50000, random_state=1)
+    train = log.take(log.chunk < 3)
+    items = np.unique(train.item)
+    model = MiCRO(personal=0.3, phi_decay=0, phi_min_count=phi_min_count, max_sweeps=8,
+                  random_state=0).fit(train, item_interest=(items, items % 2))
+    users = np.concatenate([np.unique(log.user)[::3], [-7]])  # and an unseen user
+    for c in (None, 3, 4):
+        if c is not None:
+            model.partial_fit(log.take(log.chunk == c))
+        assert model._ranks_with_paper()
+        paper = model.paper_model()
+        for m, exclude_seen in ((10, False), (100, True), (100, False)):
+            (got, got_s), (got_p, got_p_s) = model._recommend_with_paper(
+                users, m, exclude_seen=exclude_seen)
+            want, want_s = model.recommend(users, m, exclude_seen=exclude_seen)
+            want_p, want_p_s = paper.recommend(users, m, exclude_seen=exclude_seen)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got_s, want_s)
+            np.testing.assert_array_equal(got_p, want_p)
+            np.testing.assert_array_equal(got_p_s, want_p_s)
+            # the recent items make the two rankings differ (they are seen items, so
+            # with those left out the two orders agree)
+            assert np.array_equal(got, got_p) == exclude_seen
+        # both of the kernels' ways of keeping a row's top m were taken at m = 100
+        phi = sp.csr_matrix((np.ones(paper.phi_item_.shape[0]), paper.phi_item_,
+                             paper.phi_indptr_))
+        supports = model.user_interests(users)
+        candidates = np.diff(((supports != 0).astype(float) @ phi).tocsr().indptr)
+        assert (candidates > max(SELECT_RATIO * 100, 2 * CUT_SAMPLE)).any()
+        assert ((candidates > 100) & (candidates <= SELECT_RATIO * 100)).any()
+    with pytest.raises(ValueError, match="m must be an integer >= 1"):
+        model._recommend_with_paper(users, 0)
+    with pytest.raises(ValueError, match="personal_weight_=0.0"):
+        paper._recommend_with_paper(users, 10)
+
+
+def test_recommend_with_paper_refuses_a_model_whose_paper_model_has_its_own_phi():
+    assert fitted(personal=0.3, phi_decay=0)._ranks_with_paper()
+    # the counts carried into the latest chunk are the model's alone
+    model = fitted(personal=0.3, phi_decay=0.5).partial_fit(CHUNK)
+    assert model.chunk_alone_ is not None and not model._ranks_with_paper()
+    with pytest.raises(ValueError, match="phi_decay_=0.5"):
+        model._recommend_with_paper(np.unique(CHUNK[:, 0]), 10)
+
+
 def test_paper_model_goes_on_alone_and_leaves_the_model_as_it_was():
     train, interests, chunk4, chunk5 = _generated()
     params = dict(random_state=3, max_sweeps=8)

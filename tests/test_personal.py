@@ -529,12 +529,23 @@ def grouped_chunk(x, grouped):
 
 
 def check_personal_topm(x, sample, grouped):
-    phi_item, phi_cnt, pop, share, items, local_of, pop_order = grouped_chunk(x, grouped)
-    items, scores = personal_topm(
-        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
-        x["r_item"], x["r_w"], x["phi_ptr"], phi_item, phi_cnt, pop, share, items,
-        x["chunk_items"], local_of, pop_order, x["seen_ptr"], x["seen_items"], x["m"], 2,
-        sample)
+    """`personal_topm` against a sort of every candidate; with ``paper``, the same lists
+    and `mixture_topm`'s from the same scatter."""
+    phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
+    args = (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
+            x["r_item"], x["r_w"], x["phi_ptr"], phi_item, phi_cnt, pop, share, local_items,
+            x["chunk_items"], local_of, pop_order, x["seen_ptr"], x["seen_items"], x["m"], 2,
+            sample)
+    items, scores, *no_paper = personal_topm(*args)
+    assert [a.shape[0] for a in no_paper] == [0, 0, 0]
+    both = personal_topm(*args, True)
+    np.testing.assert_array_equal(both[0], items)
+    np.testing.assert_array_equal(both[1], scores)
+    alone = mixture_topm(x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item,
+                         phi_cnt, pop, local_items, x["seen_ptr"], x["seen_items"], x["m"], 2,
+                         sample)
+    for got, want in zip(both[2:], alone, strict=True):
+        np.testing.assert_array_equal(got, want)
     for r in range(items.shape[0]):
         want = sorted_candidates(x, r, x["lam"][r])[:x["m"]]
         assert items[r, :len(want)].tolist() == [item for item, _, _ in want]

@@ -271,27 +271,40 @@ def test_micro_params_are_checked_before_any_stage(params, error):
     assert stages.stages == []
 
 
-def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypatch):
+@pytest.mark.parametrize("phi_decay", [0.5, 0])
+def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypatch, phi_decay):
+    """With phi_decay 0 each block of users is also ranked for both rows from one scatter
+    (`MiCRO._recommend_with_paper`); the reports are still those of evaluating apart."""
     from sklearn_micro import MiCRO, experiment
 
     log = make_engagements(n_users=300, n_items=400, n_chunks=7, n_interests=4,
                            n_engagements=6000, random_state=2)
     train, test = experiment.split_chunks(log, 3)
     settings = dict(n_interests=4, n_components=8, m_values=(10, 50), log=None,
-                    micro_params={"personal": 0.3, "phi_decay": 0.5})
-    sampled = []
+                    micro_params={"personal": 0.3, "phi_decay": phi_decay})
+    sampled, paired = [], []
     partial_fit = MiCRO.partial_fit
+    with_paper = MiCRO._recommend_with_paper
 
     def counted(self, X, y=None):
         sampled.append(self.phi_decay)
         return partial_fit(self, X, y)
 
+    def counted_pairs(self, users, m, **kwargs):
+        paired.append(len(users))
+        return with_paper(self, users, m, **kwargs)
+
     monkeypatch.setattr(MiCRO, "partial_fit", counted)
+    monkeypatch.setattr(MiCRO, "_recommend_with_paper", counted_pairs)
     stages = Stages(say=None)
     both = experiment.run_experiment(train, test, methods=("MiCRO (paper)", "MiCRO"),
                                      stages=stages, **settings)
     # one sampler for both rows: the last of the 4 test chunks is scored, not sampled
-    assert sampled == [0.5] * 3
+    assert sampled == [phi_decay] * 3
+    # one scatter for both rows on each test chunk when the two share phi
+    assert len(paired) == (4 if phi_decay == 0 else 0)
+    assert sum(paired) == (len(np.unique(np.column_stack([test.user, test.chunk]), axis=0))
+                           if phi_decay == 0 else 0)
     assert [s.name for s in stages.stages] == [
         "graph embedding", "clustering", "MiCRO fit",
         "MiCRO and MiCRO (paper) rolling evaluation"]

@@ -372,15 +372,27 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
         scratch = np.empty(n_local)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
-            _gather_scores(touched, nt, acc, 1.0, 0.0, 0.0, no_share, sc, True)
-            lo = seen_indptr[r]
-            hi_seen = seen_indptr[r + 1]
-            size = _offer_touched(touched, sc, nt, no_mark, item_pop, chunk_items, seen_items,
-                                  lo, hi_seen, m, m + hi_seen - lo, sample, hs, hp, hi, 0,
-                                  scratch)
-            n_filled[r] = size
-            _drain(hs, hp, hi, size, items[r], scores[r], q_base[r])
+            n_filled[r] = _mixture_row(r, touched, nt, acc, True, q_base, item_pop,
+                                       chunk_items, seen_indptr, seen_items, m, sample,
+                                       no_mark, no_share, hs, hp, hi, sc, scratch, items[r],
+                                       scores[r])
     return items, scores, n_filled
+
+
+@njit(cache=True)
+def _mixture_row(r, touched, nt, acc, clear, q_base, item_pop, chunk_items, seen_indptr,
+                 seen_items, m, sample, no_mark, no_share, hs, hp, hi, sc, scratch, out_items,
+                 out_scores):
+    """`mixture_topm`'s row r from its ``nt`` scattered candidates (`_scatter`) into
+    ``out_items`` and ``out_scores``, best first; returns how many slots it filled.
+    ``clear`` sets their ``acc`` back to 0; ``no_mark`` and ``no_share`` are empty."""
+    _gather_scores(touched, nt, acc, 1.0, 0.0, 0.0, no_share, sc, clear)
+    lo = seen_indptr[r]
+    hi_seen = seen_indptr[r + 1]
+    size = _offer_touched(touched, sc, nt, no_mark, item_pop, chunk_items, seen_items, lo,
+                          hi_seen, m, m + hi_seen - lo, sample, hs, hp, hi, 0, scratch)
+    _drain(hs, hp, hi, size, out_items, out_scores, q_base[r])
+    return size
 
 
 def retrieval_phi(phi_ptr, phi_item, phi_cnt, min_count):
@@ -528,8 +540,9 @@ def _max_row(indptr):
 def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                   phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items, sorted_items,
                   local_of, pop_order, seen_indptr, seen_items, m, n_threads,
-                  sample=CUT_SAMPLE):
-    """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` for each query row r.
+                  sample=CUT_SAMPLE, paper=False):
+    """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` for each query row r,
+    and with ``paper`` the top m of the interests' own score for the same rows.
 
     ``p(i) = q_base[r] + q_share[r] * item_share[li] + sum_k q_w[k] * phi_cnt[k, li]`` for
     an item of the latest chunk (local index ``li``, global ``chunk_items[li]``; the same
@@ -546,11 +559,32 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     left out. Ties go to the more popular item (``item_pop``; 0 outside the chunk), then the
     lower index. Returns global item indices and scores, padded with -1 and -inf.
     ``sample`` is `mixture_topm`'s.
+
+    With ``paper``, each row's scattered scores serve a second ranking before the first:
+    `mixture_topm`'s on the same arrays (``q_base[r] + sum_k q_w[k] * phi_cnt[k, li]`` over
+    the interests' items alone, no recent items, no ``item_share``), which is the paper's
+    model's when it shares this ``phi`` (`MiCRO.paper_model` with ``phi_decay_`` 0). The
+    scatter, a row's main cost on a large chunk, is then paid once for both (1.6 times the
+    two kernels' speed on a full-scale test chunk, docs/scale.md).
+
+    Returns
+    -------
+    items, scores : ndarray of shape (n, m)
+    paper_items, paper_scores : ndarray of shape (n, m), or (0, m) without ``paper``
+        `mixture_topm`'s lists and scores.
+    paper_filled : ndarray of shape (n,), or (0,) without ``paper``
+        `mixture_topm`'s count of filled slots, for `fill_remainder`.
     """
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
     items = np.full((n, m), -1, np.int64)
     scores = np.full((n, m), -np.inf)
+    n_paper = n if paper else 0
+    paper_items = np.full((n_paper, m), -1, np.int64)
+    paper_scores = np.full((n_paper, m), -np.inf)
+    paper_filled = np.zeros(n_paper, np.int64)
+    no_mark = np.zeros(0, np.uint8)
+    no_share = np.zeros(0)  # never read: the paper's ranking has no share weight
     n_blocks = max(1, min(n, n_threads))
     max_recent = _max_row(r_ptr)
     for b in prange(n_blocks):
@@ -567,13 +601,20 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
             nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item,
                                       phi_cnt, sorted_items, local_of, acc, mark, touched,
                                       recent_local)
+            if paper:
+                # `mixture_topm`'s row from the same scatter (recent items are not marked
+                # for it); ``acc`` stays for the ranking below
+                paper_filled[r] = _mixture_row(r, touched, nt, acc, False, q_base, item_pop,
+                                               chunk_items, seen_indptr, seen_items, m,
+                                               sample, no_mark, no_share, hs, hp, hi, sc,
+                                               scratch, paper_items[r], paper_scores[r])
             size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
                                     acc, mark, touched, nt, recent_local, item_pop,
                                     item_share, chunk_items, pop_order, seen_indptr,
                                     seen_items, hs, hp, hi, sc, scratch, m, sample)
             _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
             _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
-    return items, scores
+    return items, scores, paper_items, paper_scores, paper_filled
 
 
 @njit(cache=True, parallel=True)
