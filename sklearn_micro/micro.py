@@ -668,8 +668,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     def _ranks_with_paper(self) -> bool:
         """Whether `_recommend_with_paper` can rank for this model and its `paper_model`
         in one pass: a personal component, and the paper's model ranking from this
-        model's own latest chunk (no counts carried into it: ``phi_decay_`` 0, or the
-        chunk `fit` ended on)."""
+        model's own latest chunk (no counts carried into it: ``phi_decay_`` 0, or a
+        model fitted on one chunk)."""
         state = self.__dict__
         return (self.personal_weight_ > 0 and state.get("chunk_alone_") is None
                 and ("chunk_alone_" in state or self.phi_decay_ == 0))
