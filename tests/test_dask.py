@@ -1,7 +1,8 @@
 """MiCRO on a Dask cluster of worker processes, through joblib's Dask backend: the sampler,
 retrieval and the rolling evaluation, and the assignment step of spherical k-means.
 
-One `LocalCluster` of two single-threaded worker processes serves the whole module. A chain
+One `LocalCluster` of two single-threaded worker processes serves the whole module (made
+again if a killed worker's replacement never joins; the tests that kill one run last). A chain
 on the cluster equals the chain on threads with as many partitions, bit for bit, so the
 tests compare whole model states, and recall@100 besides; retrieval, the evaluation's
 metrics and k-means' labels on the cluster equal the local ones exactly.
@@ -11,6 +12,7 @@ import logging
 import os
 import re
 import signal
+import time
 
 import joblib
 import numpy as np
@@ -52,11 +54,61 @@ from sklearn_micro.model_selection import (  # noqa: E402
 )
 
 
+class _Cluster:
+    """The module's `LocalCluster` of two single-threaded worker processes and its client,
+    made again when a worker is lost for good."""
+
+    def __init__(self):
+        self.cluster = self.client = None
+
+    def start(self):
+        self.cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                    dashboard_address=None)
+        self.client = Client(self.cluster)
+
+    def close(self):
+        self.client.close()
+        self.cluster.close()
+
+
 @pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        yield client
+def cluster():
+    made = _Cluster()
+    made.start()
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def client(cluster):
+    """The module's client once both its workers answer. A test before may have killed
+    one: its nanny starts another, which may still be starting, or which the scheduler
+    may refuse while it still lists the dead one under the same name (the nanny then
+    closes); the cluster is then made again."""
+    try:
+        wait_for_two_workers(cluster.client, timeout=30)
+    except TimeoutError:
+        cluster.close()
+        cluster.start()
+        wait_for_two_workers(cluster.client)
+    return cluster.client
+
+
+def wait_for_two_workers(client, timeout=60):
+    """Return once the cluster's two workers answer and the scheduler lists no other.
+    Just after a worker is killed the scheduler may still list it (a task bound to it
+    never runs; `client.run` fails on it), or list only the other."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pids = client.run(os.getpid)
+            if len(pids) == 2 and set(pids) == set(client.ncores()):
+                return
+        except OSError:  # CommClosedError: a worker gone
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster's two workers did not answer within {timeout} s")
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -185,27 +237,6 @@ class KillOnce(WorkerPlugin):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_a_worker_killed_mid_chunk_changes_nothing(client, generated, tmp_path):
-    """The worker running partition 1 is killed as its fourth sweep starts: it takes the
-    partition's held arrays and the sweep with it; the scheduler runs both again on the
-    other worker (or the restarted one) from the task graph, and the chunk ends as an
-    uninterrupted run does."""
-    train, interests, chunk, _ = generated
-    uninterrupted = _micro(train, interests, chunk, tol=0)
-    marker = tmp_path / "killed"
-    pids = set(client.run(os.getpid).values())
-    client.register_plugin(KillOnce(r"^micro-sweep-.*-s3-p1$", str(marker)), name="kill-once")
-    try:
-        with joblib.parallel_config(backend="dask"):
-            interrupted = _micro(train, interests, chunk, tol=0)
-    finally:
-        client.unregister_worker_plugin("kill-once")
-    assert marker.exists(), "no worker was killed"
-    client.wait_for_workers(2, timeout=60)
-    assert set(client.run(os.getpid).values()) != pids
-    assert_same_state(interrupted, uninterrupted)
-
-
 def test_a_sweep_that_cannot_finish_times_out_and_keeps_the_model(client, generated):
     train, interests, chunk, _ = generated
     model = MiCRO(random_state=3, n_jobs=2).fit(train, item_interest=interests)
@@ -220,8 +251,8 @@ def test_a_sweep_that_cannot_finish_times_out_and_keeps_the_model(client, genera
             model.partial_fit(chunk)
     finally:
         busy.set()
-        # each blocker returns within its 60 s; a bounded wait keeps a blocker that never
-        # ran (its worker gone) from hanging the suite (seen once in about ten runs)
+        # each blocker returns within its 60 s once running; a blocker bound to a worker
+        # that is gone never runs, and the wait must not hang the suite
         try:
             wait(blockers, timeout=120)
         except TimeoutError:
@@ -362,26 +393,6 @@ def test_rolling_evaluation_on_the_cluster_equals_local(client, fitted, sweep_lo
     assert sum(received for _, received in sweep_log.blocks) <= 8 * 6 * n_points * 1.1
 
 
-def test_a_worker_killed_during_the_evaluation_changes_nothing(client, fitted, tmp_path):
-    """The worker scoring the second block of the first test chunk is killed as it starts:
-    the scheduler runs the block (and, if that worker held it, the recommender's task)
-    again, and the report equals an uninterrupted one."""
-    model, test = fitted
-    local = _evaluate(model, test)
-    marker = tmp_path / "killed"
-    pids = set(client.run(os.getpid).values())
-    client.register_plugin(KillOnce(r"^micro-score-.*-b1$", str(marker)), name="kill-score")
-    try:
-        with joblib.parallel_config(backend="dask"):
-            remote = _evaluate(model, test)
-    finally:
-        client.unregister_worker_plugin("kill-score")
-    assert marker.exists(), "no worker was killed"
-    client.wait_for_workers(2, timeout=60)
-    assert set(client.run(os.getpid).values()) != pids
-    assert remote.points.equals(local.points)
-
-
 def test_an_evaluation_that_cannot_finish_times_out(client, fitted):
     model, test = fitted
     busy = Event("test-dask-busy-evaluation")
@@ -394,8 +405,8 @@ def test_an_evaluation_that_cannot_finish_times_out(client, fitted):
             _evaluate(model, test)
     finally:
         busy.set()
-        # each blocker returns within its 60 s; a bounded wait keeps a blocker that never
-        # ran (its worker gone) from hanging the suite (seen once in about ten runs)
+        # each blocker returns within its 60 s once running; a blocker bound to a worker
+        # that is gone never runs, and the wait must not hang the suite
         try:
             wait(blockers, timeout=120)
         except TimeoutError:
@@ -433,3 +444,43 @@ def test_kmeans_assignment_on_the_cluster_equals_local(client, sweep_log, submit
     np.testing.assert_array_equal(predicted, local.labels_[::-1])
     # per iteration: the centroids and the rows to reassign, never the rows themselves
     assert max(sent for sent, _ in sweep_log.kmeans) < X.nbytes
+
+
+# ------------------------------------------------------------------ workers killed
+# Last in the module: a killed worker's replacement can take a while to join, or be
+# refused while the scheduler still lists the dead one (the `client` fixture then makes
+# the cluster again), and the tests that keep every worker busy must not run meanwhile.
+
+def test_a_worker_killed_mid_chunk_changes_nothing(client, generated, tmp_path):
+    """The worker running partition 1 is killed as its fourth sweep starts: it takes the
+    partition's held arrays and the sweep with it; the scheduler runs both again on the
+    other worker (or the restarted one) from the task graph, and the chunk ends as an
+    uninterrupted run does."""
+    train, interests, chunk, _ = generated
+    uninterrupted = _micro(train, interests, chunk, tol=0)
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(r"^micro-sweep-.*-s3-p1$", str(marker)), name="kill-once")
+    try:
+        with joblib.parallel_config(backend="dask"):
+            interrupted = _micro(train, interests, chunk, tol=0)
+    finally:
+        client.unregister_worker_plugin("kill-once")
+    assert marker.exists(), "no worker was killed"
+    assert_same_state(interrupted, uninterrupted)
+
+
+def test_a_worker_killed_during_the_evaluation_changes_nothing(client, fitted, tmp_path):
+    """The worker scoring the second block of the first test chunk is killed as it starts:
+    the scheduler runs the block (and, if that worker held it, the recommender's task)
+    again, and the report equals an uninterrupted one."""
+    model, test = fitted
+    local = _evaluate(model, test)
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(r"^micro-score-.*-b1$", str(marker)), name="kill-score")
+    try:
+        with joblib.parallel_config(backend="dask"):
+            remote = _evaluate(model, test)
+    finally:
+        client.unregister_worker_plugin("kill-score")
+    assert marker.exists(), "no worker was killed"
+    assert remote.points.equals(local.points)
