@@ -234,14 +234,9 @@ def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen:
                                         exclude_seen, _block_scores, chunk=int(log.chunk[0]),
                                         max_users=_USER_BLOCK)
         return users, warm, n_relevant, scores
-    parts: dict[str, list] = {}
-    for lo in range(0, users.shape[0], _USER_BLOCK):
-        hi = min(users.shape[0], lo + _USER_BLOCK)
-        block = _block_scores(recommender, users[lo:hi], items, indptr[lo : hi + 1] - indptr[lo],
-                              i[indptr[lo] : indptr[hi]].astype(np.int64), ks, exclude_seen)
-        for name, value in block.items():
-            parts.setdefault(name, []).append(value)
-    scores = {name: np.concatenate(values) for name, values in parts.items()}
+    (scores,) = _scores_by_blocks(
+        users, items, indptr, i, ks,
+        lambda block: (recommender.recommend(block, int(ks[-1]), exclude_seen=exclude_seen),))
     return users, warm, n_relevant, scores
 
 
@@ -264,19 +259,28 @@ def _paired_chunk_points(recommender, log: EngagementLog, ks: np.ndarray,
     the paper's model's (the same users and warmth: the two share their state)."""
     users, items, n_relevant, indptr, i = _chunk_relevant(log)
     warm = _is_warm(recommender, users)
-    parts: tuple[dict, dict] = ({}, {})
+    both = _scores_by_blocks(
+        users, items, indptr, i, ks,
+        lambda block: recommender._recommend_with_paper(block, int(ks[-1]),
+                                                        exclude_seen=exclude_seen))
+    return tuple((users, warm, n_relevant, scores) for scores in both)
+
+
+def _scores_by_blocks(users, items, indptr, i, ks, rank) -> tuple[dict, ...]:
+    """The metrics of each of the lists ``rank(block)`` gives for the ``users`` (a tuple
+    of ``(items, scores)``, one per recommender), ranked `_USER_BLOCK` users at a time
+    against their relevant items (`_chunk_relevant`); one dict of metric arrays per list."""
+    parts: list[dict[str, list]] = []
     for lo in range(0, users.shape[0], _USER_BLOCK):
         hi = min(users.shape[0], lo + _USER_BLOCK)
-        both = recommender._recommend_with_paper(users[lo:hi], int(ks[-1]),
-                                                 exclude_seen=exclude_seen)
-        for part, (rec_items, rec_scores) in zip(parts, both, strict=True):
-            block = _list_scores(rec_items, rec_scores, items,
-                                 indptr[lo : hi + 1] - indptr[lo],
+        lists = rank(users[lo:hi])
+        parts = parts or [{} for _ in lists]
+        for part, (rec_items, rec_scores) in zip(parts, lists, strict=True):
+            block = _list_scores(rec_items, rec_scores, items, indptr[lo : hi + 1] - indptr[lo],
                                  i[indptr[lo] : indptr[hi]].astype(np.int64), ks)
             for name, value in block.items():
                 part.setdefault(name, []).append(value)
-    return tuple((users, warm, n_relevant,
-                  {name: np.concatenate(values) for name, values in part.items()})
+    return tuple({name: np.concatenate(values) for name, values in part.items()}
                  for part in parts)
 
 
