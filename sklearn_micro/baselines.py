@@ -43,6 +43,8 @@ _BLOCK_SCORES = 1 << 21
 _ITEM_BLOCK = 8192
 # candidates a user may keep waiting for exact scores, in multiples of m
 _BUFFERED = 8
+# scores of a user's first block read for a guess of its cut (`prefilter_block`)
+_CUT_SAMPLE = 512
 
 
 def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
@@ -91,8 +93,7 @@ def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
     def rank(u0):
         u1 = min(n_q, u0 + user_block)
         rows, seen = queries[u0:u1], (seen_indptr[u0 : u1 + 1], seen_items)
-        heap = np.empty((u1 - u0, m), np.float32)
-        heap_n = np.zeros(u1 - u0, np.int64)
+        cut = np.full(u1 - u0, -np.inf)
         buf = np.empty((u1 - u0, _BUFFERED * m), np.int64)
         buf_score = np.empty(buf.shape, np.float32)
         buf_n = np.zeros(u1 - u0, np.int64)
@@ -100,9 +101,9 @@ def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
         for i0 in range(0, n_c, item_block):
             i1 = min(n_c, i0 + item_block)
             prefilter_block(rows @ vectors[i0:i1].T, i0, rows, vectors, candidates, margin,
-                            tie_key, *seen, heap, heap_n, buf, buf_score, buf_n, *outs)
-        prefilter_finish(rows, vectors, candidates, margin, tie_key, heap, heap_n, buf,
-                         buf_score, buf_n, *outs)
+                            tie_key, *seen, _CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
+        prefilter_finish(rows, vectors, candidates, tie_key, cut, buf, buf_score, buf_n,
+                         *outs)
 
     starts = range(0, n_q, user_block)
     if n_threads <= 1 or n_q <= user_block:

@@ -292,16 +292,17 @@ def test_ann_exact_search_is_blocked_and_exact(monkeypatch):
     assert np.isin(rec.item_ids_.lookup(expected[0].ravel()), items).all()
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(1, 40),
-       st.integers(1, 9), st.sampled_from([1, 3, 64]), st.booleans())
-def test_exact_top_m_equals_brute_force_with_near_ties(seed, n_q, n_c, m, item_block, ties):
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(1, 300),
+       st.integers(1, 9), st.sampled_from([1, 3, 64, 512]), st.booleans(),
+       st.sampled_from([0, 2, 8]), st.sampled_from([1, 8]))
+def test_exact_top_m_equals_brute_force_with_near_ties(seed, n_q, n_c, m, item_block, ties,
+                                                       sample, buffered):
     """The float32 prefilter keeps every item of the exact top-m: the answer equals a brute
     force ranking of float64 sums (rounded to float32, ties to the lower tie key), with
-    duplicated and nearly equal vectors, seen items left out, small blocks and a buffer
-    that fills up."""
-    import sklearn_micro.baselines as baselines
-
+    duplicated and nearly equal vectors, seen items left out, small blocks, a buffer that
+    fills up, and a sampled guess of the cut that may keep too few (then the candidates
+    below it are taken too)."""
     rng = np.random.default_rng(seed)
     d = 47
     vectors = rng.normal(size=(n_c, d)).astype(np.float32)
@@ -314,20 +315,49 @@ def test_exact_top_m_equals_brute_force_with_near_ties(seed, n_q, n_c, m, item_b
     tie_key = rng.permutation(3 * n_c).astype(np.int64)
     seen = [np.sort(rng.choice(candidates, rng.integers(0, n_c + 1), replace=False))
             for _ in range(n_q)]
+    check_exact_top_m(queries, vectors, candidates, tie_key, seen, m,
+                      _ITEM_BLOCK=item_block, _BLOCK_SCORES=2 * item_block,
+                      _BUFFERED=buffered, _CUT_SAMPLE=sample)
+
+
+def test_exact_top_m_with_an_unlucky_sample_takes_the_candidates_below_the_guess():
+    """The items the strided sample reads are each user's best: the guessed cut keeps
+    fewer than m, and the lists are still the exact top m."""
+    rng = np.random.default_rng(0)
+    n_q, n_c, d, m, sample = 3, 2000, 16, 50, 16
+    queries = rng.normal(size=(n_q, d)).astype(np.float32)
+    vectors = rng.normal(size=(n_c, d)).astype(np.float32)
+    step = n_c // sample
+    vectors[::step] = 10 * queries.mean(axis=0)  # the sampled items score highest
+    candidates = np.arange(n_c, dtype=np.int64)
+    tie_key = rng.permutation(n_c).astype(np.int64)
+    seen = [np.zeros(0, np.int64)] * n_q
+    check_exact_top_m(queries, vectors, candidates, tie_key, seen, m,
+                      _ITEM_BLOCK=n_c, _BLOCK_SCORES=n_c, _CUT_SAMPLE=sample)
+
+
+def check_exact_top_m(queries, vectors, candidates, tie_key, seen, m, **settings):
+    """`_exact_top_m` with the module's ``settings`` equals a brute-force ranking of
+    float64 sums in the kernel's order (rounded to float32, ties to the lower tie key),
+    each user's ``seen`` items left out."""
+    import sklearn_micro.baselines as baselines
+
+    n_q, d = queries.shape
     seen_indptr = np.concatenate(([0], np.cumsum([s.size for s in seen]))).astype(np.int64)
     seen_items = np.concatenate(seen).astype(np.int64)
     out_items = np.full((n_q, m), -1, np.int64)
     out_scores = np.full((n_q, m), -np.inf, np.float32)
     out_n = np.zeros(n_q, np.int64)
-    old = baselines._ITEM_BLOCK, baselines._BLOCK_SCORES, baselines._BUFFERED
+    old = {name: getattr(baselines, name) for name in settings}
     try:
-        baselines._ITEM_BLOCK, baselines._BLOCK_SCORES, baselines._BUFFERED = (
-            item_block, 2 * item_block, 1)
+        for name, value in settings.items():
+            setattr(baselines, name, value)
         baselines._exact_top_m(queries, vectors, candidates, tie_key, seen_indptr,
                                seen_items, out_items, out_scores, out_n, n_threads=2)
     finally:
-        baselines._ITEM_BLOCK, baselines._BLOCK_SCORES, baselines._BUFFERED = old
-    lanes = np.zeros((4, n_q, n_c))
+        for name, value in old.items():
+            setattr(baselines, name, value)
+    lanes = np.zeros((4, n_q, vectors.shape[0]))
     for k in range(d):  # the kernel's order of summation: four lanes, then pairs
         lanes[k % 4] += queries[:, k, None].astype(np.float64) * vectors[None, :, k]
     exact = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])).astype(np.float32)

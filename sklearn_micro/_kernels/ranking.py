@@ -9,7 +9,7 @@ seen by the user (``seen_items[seen_indptr[r]:seen_indptr[r + 1]]``, sorted) are
 import numpy as np
 from numba import njit
 
-from .topm import _is_seen
+from .topm import _is_seen, _sampled_cut, _select
 
 
 @njit(cache=True, nogil=True)
@@ -86,99 +86,181 @@ def _exact_dot(queries, r, vectors, j):
 
 
 @njit(cache=True, nogil=True)
-def _heap_offer(heap, r, n, s):
-    """Offer ``s`` to row ``r``'s min-heap of the best approximate scores (``n`` held, at
-    most ``heap.shape[1]``); return the new count."""
-    m = heap.shape[1]
-    if n < m:
-        pos = n
-        heap[r, pos] = s
-        while pos > 0:
-            parent = (pos - 1) // 2
-            if heap[r, parent] <= s:
-                break
-            heap[r, pos] = heap[r, parent]
-            pos = parent
-        heap[r, pos] = s
-        return n + 1
-    if s <= heap[r, 0]:
-        return n
-    pos = 0
-    while True:
-        child = 2 * pos + 1
-        if child >= m:
-            break
-        if child + 1 < m and heap[r, child + 1] < heap[r, child]:
-            child += 1
-        if heap[r, child] >= s:
-            break
-        heap[r, pos] = heap[r, child]
-        pos = child
-    heap[r, pos] = s
-    return n
+def _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch):
+    """Raise row ``r``'s cut to the m-th best approximate score of its buffer less
+    ``margin`` (when it holds m), and drop the buffered candidates below the cut."""
+    n = buf_n[r]
+    if n >= m:
+        scratch[:n] = buf_score[r, :n]
+        c = _select(scratch, n, n - m) - margin
+        if c > cut[r]:
+            cut[r] = c
+    c = cut[r]
+    k = 0
+    for b in range(n):
+        if buf_score[r, b] >= c:
+            buf[r, k] = buf[r, b]
+            buf_score[r, k] = buf_score[r, b]
+            k += 1
+    buf_n[r] = k
 
 
 @njit(cache=True, nogil=True)
-def _flush(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
-           out_items, out_scores, out_n):
-    """Score row ``r``'s buffered candidates at or above ``cut`` exactly into its top-m."""
-    n = out_n[r]
+def _better(s_a, k_a, i_a, s_b, k_b, i_b):
+    """Whether item ``i_a`` (score ``s_a``, tie key ``k_a``) ranks before ``i_b``."""
+    if s_a != s_b:
+        return s_a > s_b
+    if k_a != k_b:
+        return k_a < k_b
+    return i_a < i_b
+
+
+@njit(cache=True, nogil=True)
+def _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
+                  out_items, out_scores, out_n, hs, hk, hi):
+    """Score row ``r``'s buffered candidates at or above its cut exactly, merge them into
+    its top-m list (best first, ties to the lower ``tie_key``) and empty the buffer.
+
+    The candidates are scored in the buffer's order (by position: the vectors are read
+    in order), then sorted by score and put in the ranking order by an insertion sort
+    that moves only ties."""
+    m = out_items.shape[1]
+    c = cut[r]
+    n = 0
     for b in range(buf_n[r]):
-        if buf_score[r, b] >= cut:
+        if buf_score[r, b] >= c:
             j = buf[r, b]
-            n = _push(out_items, out_scores, r, n, candidates[j],
-                      _exact_dot(queries, r, vectors, j), tie_key)
-    out_n[r] = n
+            hs[n] = _exact_dot(queries, r, vectors, j)
+            hi[n] = candidates[j]
+            n += 1
+    order = np.argsort(hs[:n])[::-1]
+    scores = hs[order]
+    items = hi[order]
+    for t in range(n):
+        s = scores[t]
+        item = items[t]
+        k = tie_key[item]
+        pos = t
+        while pos > 0 and _better(s, k, item, hs[pos - 1], hk[pos - 1], hi[pos - 1]):
+            hs[pos] = hs[pos - 1]
+            hk[pos] = hk[pos - 1]
+            hi[pos] = hi[pos - 1]
+            pos -= 1
+        hs[pos] = s
+        hk[pos] = k
+        hi[pos] = item
+    # merge with the list so far (both best first)
+    held = out_n[r]
+    a = held - 1
+    t = n - 1
+    total = min(m, held + n)
+    # the merged list's tail first, from the worst of the two lists that stay
+    skip = held + n - total
+    for _ in range(skip):  # drop the worst entries beyond m
+        if t < 0 or (a >= 0 and not _better(out_scores[r, a], tie_key[out_items[r, a]],
+                                             out_items[r, a], hs[t], hk[t], hi[t])):
+            a -= 1
+        else:
+            t -= 1
+    for pos in range(total - 1, -1, -1):
+        if t < 0 or (a >= 0 and not _better(out_scores[r, a], tie_key[out_items[r, a]],
+                                             out_items[r, a], hs[t], hk[t], hi[t])):
+            out_scores[r, pos] = out_scores[r, a]
+            out_items[r, pos] = out_items[r, a]
+            a -= 1
+        else:
+            out_scores[r, pos] = hs[t]
+            out_items[r, pos] = hi[t]
+            t -= 1
+    out_n[r] = total
     buf_n[r] = 0
 
 
 @njit(cache=True, nogil=True)
+def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_seen, cut,
+             queries, vectors, tie_key, buf, buf_score, buf_n, out_items, out_scores, out_n,
+             hs, hk, hi, scratch):
+    """Buffer row ``r``'s candidates of a block whose approximate score is at least
+    ``low`` and the row's cut, and below ``high``, seen items left out. A full buffer
+    raises the cut (`_raise_cut`); one that stays over half full (scores within the
+    margin of each other) is scored into the top-m (`_score_buffer`)."""
+    m = out_items.shape[1]
+    cap = buf.shape[1]
+    c = max(low, cut[r])
+    for jj in range(row.shape[0]):
+        s = row[jj]
+        if not (s >= c and s < high):
+            continue
+        j = first + jj
+        if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, candidates[j]):
+            continue
+        if buf_n[r] == cap:
+            _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
+            if 2 * buf_n[r] > cap:
+                _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score,
+                              buf_n, out_items, out_scores, out_n, hs, hk, hi)
+            c = max(low, cut[r])
+            if not s >= c:
+                continue
+        b = buf_n[r]
+        buf[r, b] = j
+        buf_score[r, b] = s
+        buf_n[r] = b + 1
+
+
+@njit(cache=True, nogil=True)
 def prefilter_block(block_scores, first, queries, vectors, candidates, margin, tie_key,
-                    seen_indptr, seen_items, heap, heap_n, buf, buf_score, buf_n,
+                    seen_indptr, seen_items, sample, cut, buf, buf_score, buf_n,
                     out_items, out_scores, out_n):
     """Take a block of approximate scores (rows x candidates ``first:first + width``):
     keep, for each row, the candidates that may still be in its exact top-m.
 
     ``block_scores`` are float32 products, each within ``margin / 2`` of the exact score.
-    A row keeps the m best approximate scores in ``heap``; a candidate whose approximate
-    score is below the m-th best minus ``margin`` is strictly worse, exactly, than m
-    candidates, so it is dropped. The others wait in ``buf`` (candidate positions and
-    approximate scores); a full buffer is scored exactly into the top-m. `prefilter_finish`
-    scores what is left once every block is taken.
+    A candidate whose approximate score is below the m-th best of m candidates less
+    ``margin`` is strictly worse, exactly, than those m: it is dropped. A row's ``cut``
+    holds that bound (-inf until it has m candidates); the candidates at or above it wait
+    in ``buf`` (positions and approximate scores), raising it when the buffer fills.
+
+    A row's first block is first read at about ``sample`` even strides for a guess of the
+    score about twice the m (and the user's seen items) reach (`_sampled_cut`): only the
+    candidates above the guess less ``margin`` are buffered, and the others are taken in a
+    second pass unless the cut rises to that bound, so the guess saves work without
+    changing the answer. `prefilter_finish` scores what is left once every block is taken.
     """
-    m = heap.shape[1]
+    m = out_items.shape[1]
     cap = buf.shape[1]
+    hs = np.empty(cap + m, np.float32)
+    hk = np.empty(cap + m, np.int64)
+    hi = np.empty(cap + m, np.int64)
+    scratch = np.empty(max(cap + m, 2 * sample + 2), np.float32)
     for r in range(block_scores.shape[0]):
         lo = seen_indptr[r]
-        hi = seen_indptr[r + 1]
-        n = heap_n[r]
-        cut = heap[r, 0] - margin if n == m else -np.inf
-        for jj in range(block_scores.shape[1]):
-            s = block_scores[r, jj]
-            if not s >= cut:
-                continue
-            j = first + jj
-            if hi > lo and _is_seen(seen_items, lo, hi, candidates[j]):
-                continue
-            n = _heap_offer(heap, r, n, s)
-            if n == m:
-                cut = heap[r, 0] - margin
-            if buf_n[r] == cap:
-                _flush(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
-                       out_items, out_scores, out_n)
-            b = buf_n[r]
-            buf[r, b] = j
-            buf_score[r, b] = s
-            buf_n[r] = b + 1
-        heap_n[r] = n
+        hi_seen = seen_indptr[r + 1]
+        row = block_scores[r]
+        start = -np.inf
+        if cut[r] == -np.inf and buf_n[r] == 0 and out_n[r] == 0:
+            guess = _sampled_cut(row, row.shape[0], m, m + hi_seen - lo, sample, scratch)
+            start = guess - margin
+        _collect(r, row, first, start, np.inf, candidates, margin, seen_items, lo, hi_seen,
+                 cut, queries, vectors, tie_key, buf, buf_score, buf_n, out_items,
+                 out_scores, out_n, hs, hk, hi, scratch)
+        _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
+        if start > cut[r]:  # the guess kept too few: the candidates below it too
+            _collect(r, row, first, -np.inf, start, candidates, margin, seen_items, lo,
+                     hi_seen, cut, queries, vectors, tie_key, buf, buf_score, buf_n,
+                     out_items, out_scores, out_n, hs, hk, hi, scratch)
+            _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
 
 
 @njit(cache=True, nogil=True)
-def prefilter_finish(queries, vectors, candidates, margin, tie_key, heap, heap_n, buf,
-                     buf_score, buf_n, out_items, out_scores, out_n):
+def prefilter_finish(queries, vectors, candidates, tie_key, cut, buf, buf_score, buf_n,
+                     out_items, out_scores, out_n):
     """Score the candidates `prefilter_block` kept exactly into each row's top-m."""
-    m = heap.shape[1]
-    for r in range(heap.shape[0]):
-        cut = heap[r, 0] - margin if heap_n[r] == m else -np.inf
-        _flush(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
-               out_items, out_scores, out_n)
+    m = out_items.shape[1]
+    cap = buf.shape[1]
+    hs = np.empty(cap + m, np.float32)
+    hk = np.empty(cap + m, np.int64)
+    hi = np.empty(cap + m, np.int64)
+    for r in range(buf.shape[0]):
+        _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
+                      out_items, out_scores, out_n, hs, hk, hi)
