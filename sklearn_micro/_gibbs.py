@@ -236,7 +236,11 @@ MIN_PARTITION_WORK = 1 << 22
 def n_partitions(layout: ChunkLayout, n_jobs: int) -> int:
     """How many partitions a chunk is sampled in: ``n_jobs``, or fewer so that each visits
     at least `MIN_PARTITION_WORK` support entries a sweep (at least one)."""
-    work = int(layout.entry_ptr[-1])
+    return partitions_for(int(layout.entry_ptr[-1]), n_jobs)
+
+
+def partitions_for(work: int, n_jobs: int) -> int:
+    """`n_partitions` of a chunk whose sweep visits ``work`` support entries."""
     return max(1, min(n_jobs, work // MIN_PARTITION_WORK)) if MIN_PARTITION_WORK else n_jobs
 
 

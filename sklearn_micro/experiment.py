@@ -11,19 +11,23 @@ carries on from the last finished stage, or the last saved test chunk, with the 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pickle
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ._dask import active_client
+from ._dask import active_client, resolve_n_jobs
+from ._kernels import threading_layer
 from ._log import COLUMNS, EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
 from .baselines import (
     ALSRecommender,
@@ -34,7 +38,13 @@ from .baselines import (
 from .cluster import SphericalKMeans
 from .embedding import GraphEmbedder
 from .micro import MiCRO
-from .model_selection import RollingEvaluation, RollingReport, _paired_chunk_points
+from .model_selection import (
+    RollingEvaluation,
+    RollingReport,
+    _chunk_points,
+    _paired_chunk_points,
+    _partial_fit,
+)
 
 __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "comparison_table",
            "plot_per_chunk", "results_table", "run_experiment", "split_chunks"]
@@ -673,25 +683,73 @@ class _SharedSampler:
         a personal component (`MiCRO._ranks_with_paper`: the defaults once `fit` has
         chosen ``phi_decay_`` 0), each block of users is ranked for both from one scatter
         (`MiCRO._recommend_with_paper`); otherwise, or inside joblib's Dask backend, the
-        paper's model is scored first, then the model. The reports are the same.
+        paper's model is scored first, then the model. When the chunk is sampled as one
+        chain, the model samples it while both are scored (`_learning_beside`). The
+        reports are the same.
         """
         model = self.micro.estimator
-        if model._ranks_with_paper() and active_client() is None:
-            chunk = self.micro._chunk_of(log)
-            points, paper_points = _paired_chunk_points(model, log, self.micro.ks,
-                                                        self.micro.exclude_seen)
-            self.paper._take(chunk, paper_points, None, learn=False)
-            return self.micro._take(chunk, points, log if X is None else X, learn=learn)
-        self.paper.estimator = model.paper_model()
-        self.paper.step(log, X, learn=False)
-        # the view holds the state before the chunk: not kept once the model moves on
-        # (nor saved with it)
-        self.paper.estimator = None
-        return self.micro.step(log, X, learn=learn)
+        chunk = self.micro._chunk_of(log)
+        X = log if X is None else X
+        with _learning_beside(model, log, X, learn) as before:
+            if before._ranks_with_paper() and active_client() is None:
+                points, paper_points = _paired_chunk_points(before, log, self.micro.ks,
+                                                            self.micro.exclude_seen)
+            else:
+                paper_points = _chunk_points(before.paper_model(), log, self.paper.ks,
+                                             self.paper.exclude_seen)
+                points = _chunk_points(before, log, self.micro.ks, self.micro.exclude_seen)
+        self.paper._take(chunk, paper_points, None, learn=False)
+        return self.micro._take(chunk, points, X, learn=False)
 
     def reports(self) -> dict[str, RollingReport]:
         """The paper's model's report and the model's, as "MiCRO (paper)" and "MiCRO"."""
         return {"MiCRO (paper)": self.paper.report(), "MiCRO": self.micro.report()}
+
+
+@contextmanager
+def _learning_beside(model: MiCRO, log: EngagementLog, X, learn: bool):
+    """Yield the model as it stands before the chunk ``log`` (``X`` in the form
+    ``partial_fit`` takes), to be scored; then, if ``learn``, the model has taken the chunk.
+
+    `MiCRO.partial_fit` replaces the model's attributes and never changes them in place, so
+    a shallow copy made before it is the state before the chunk. When the chunk is sampled
+    as one chain on fewer threads than the model may use (`MiCRO._chain_threads`: a chunk
+    of 1/20 of the paper's log is), ``partial_fit`` runs on a thread of its own while the
+    copy is scored, so the core the chain leaves idle ranks users. That needs numba's
+    ``omp`` or ``tbb`` threading layer (its ``workqueue`` layer runs one parallel kernel at
+    a time) and no Dask client; otherwise the chunk is taken after the block. If scoring
+    fails, the model is put back as it was before the chunk, and the error raised.
+    """
+    if not learn:
+        yield model
+        return
+    if not _can_learn_beside(model, log):
+        yield model
+        _partial_fit(model, X)
+        return
+    before = object.__new__(type(model))
+    before.__dict__.update(model.__dict__)
+    # the sampler draws from the model's random state: the copy keeps its own
+    before.random_state_ = copy.deepcopy(model.random_state_)
+    with ThreadPoolExecutor(1, thread_name_prefix="micro-partial-fit") as pool:
+        learning = pool.submit(_partial_fit, model, X)
+        try:
+            yield before
+        except BaseException:
+            futures_wait([learning])
+            model.__dict__ = dict(before.__dict__)
+            raise
+        learning.result()
+
+
+def _can_learn_beside(model: MiCRO, log: EngagementLog) -> bool:
+    """Whether `_learning_beside` samples the chunk while it is scored."""
+    if active_client() is not None or not isinstance(model, MiCRO):
+        return False
+    n_jobs = resolve_n_jobs(model.n_jobs)
+    if n_jobs < 2 or model._chain_threads(log) >= n_jobs:
+        return False
+    return threading_layer() in ("omp", "tbb")
 
 
 def _evaluate(evaluation, test: EngagementLog, name: str, stages: Stages,

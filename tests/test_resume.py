@@ -1,5 +1,6 @@
 """A run killed in the middle carries on with --resume and prints the same tables."""
 
+import copy
 import json
 import os
 import shutil
@@ -7,11 +8,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from sklearn_micro._dask import resolve_n_jobs
+from sklearn_micro._kernels import threading_layer
 from sklearn_micro.datasets import make_engagements
 from sklearn_micro.experiment import Stages
 
@@ -271,23 +275,31 @@ def test_micro_params_are_checked_before_any_stage(params, error):
     assert stages.stages == []
 
 
+@pytest.mark.parametrize("one_chain", [True, False])
 @pytest.mark.parametrize("phi_decay", [0.5, 0])
-def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypatch, phi_decay):
+def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypatch, phi_decay,
+                                                                       one_chain):
     """With phi_decay 0 each block of users is also ranked for both rows from one scatter
-    (`MiCRO._recommend_with_paper`); the reports are still those of evaluating apart."""
-    from sklearn_micro import MiCRO, experiment
+    (`MiCRO._recommend_with_paper`); a chunk sampled as one chain is sampled while it is
+    scored (`_learning_beside`), one sampled in partitions after; the reports are still
+    those of evaluating apart."""
+    from sklearn_micro import MiCRO, _gibbs, experiment
+
+    if one_chain:  # the package's threshold: these chunks are one chain each
+        monkeypatch.setattr(_gibbs, "MIN_PARTITION_WORK", 1 << 22)
 
     log = make_engagements(n_users=300, n_items=400, n_chunks=7, n_interests=4,
                            n_engagements=6000, random_state=2)
     train, test = experiment.split_chunks(log, 3)
     settings = dict(n_interests=4, n_components=8, m_values=(10, 50), log=None,
                     micro_params={"personal": 0.3, "phi_decay": phi_decay})
-    sampled, paired = [], []
+    sampled, paired, threads = [], [], []
     partial_fit = MiCRO.partial_fit
     with_paper = MiCRO._recommend_with_paper
 
     def counted(self, X, y=None):
         sampled.append(self.phi_decay)
+        threads.append(threading.current_thread().name)
         return partial_fit(self, X, y)
 
     def counted_pairs(self, users, m, **kwargs):
@@ -301,6 +313,10 @@ def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypat
                                      stages=stages, **settings)
     # one sampler for both rows: the last of the 4 test chunks is scored, not sampled
     assert sampled == [phi_decay] * 3
+    # a chunk of one chain sampled on a thread of its own while it is scored, where two
+    # cores and numba's threading layer allow it
+    beside = one_chain and resolve_n_jobs(-1) >= 2 and threading_layer() in ("omp", "tbb")
+    assert [name.startswith("micro-partial-fit") for name in threads] == [beside] * 3
     # one scatter for both rows on each test chunk when the two share phi
     assert len(paired) == (4 if phi_decay == 0 else 0)
     assert sum(paired) == (len(np.unique(np.column_stack([test.user, test.chunk]), axis=0))
@@ -316,6 +332,63 @@ def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypat
                                       np.asarray(apart.per_chunk()))
     assert not np.array_equal(np.asarray(both["MiCRO"].overall()),
                               np.asarray(both["MiCRO (paper)"].overall()))
+
+
+@pytest.mark.parametrize("fails", ["scoring", "partial_fit"])
+def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
+        monkeypatch, fails):
+    """Scoring fails while the chunk is sampled on another thread, or the sampling does:
+    the error is raised, no point is kept, and the model is as it was before the chunk
+    (then the chunk evaluates as if nothing had happened)."""
+    from sklearn_micro import MiCRO, _gibbs, experiment
+
+    monkeypatch.setattr(_gibbs, "MIN_PARTITION_WORK", 1 << 22)  # one chain a chunk
+    log = make_engagements(n_users=200, n_items=300, n_chunks=5, n_interests=4,
+                           n_engagements=3000, random_state=3)
+    train, test = experiment.split_chunks(log, 3)
+    items = np.unique(train.item)
+    model = MiCRO(personal=0.3, phi_decay=0.5, random_state=0, n_jobs=2).fit(
+        train, item_interest=(items, items % 4))
+    chunk = test.take(test.chunk == test.chunk.min())
+    if not experiment._can_learn_beside(model, chunk):
+        pytest.skip("one core, or numba's workqueue threading layer: no sampling beside")
+    reference = experiment._SharedSampler(copy.deepcopy(model), m_values=(10,))
+    reference.step(chunk)
+    shared = experiment._SharedSampler(model, m_values=(10,))
+    before = dict(model.__dict__)
+    rng_state = model.random_state_.get_state()
+    sampled = threading.Event()
+    partial_fit = MiCRO.partial_fit
+
+    def failing_fit(self, X, y=None):
+        if fails == "partial_fit":
+            raise RuntimeError("partial_fit failed")
+        partial_fit(self, X, y)
+        sampled.set()
+        return self
+
+    def failing_points(*args):
+        sampled.wait(60)  # fail once the model has moved on
+        raise RuntimeError("scoring failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(MiCRO, "partial_fit", failing_fit)
+        if fails == "scoring":
+            patch.setattr(experiment, "_chunk_points", failing_points)
+        with pytest.raises(RuntimeError, match=f"{fails} failed"):
+            shared.step(chunk)
+    assert shared.chunks_done == shared.paper.chunks_done == []
+    assert shared.micro.sums.chunk.size == shared.paper.sums.chunk.size == 0
+    assert set(model.__dict__) == set(before)
+    assert all(model.__dict__[name] is value for name, value in before.items()
+               if name != "random_state_")
+    np.testing.assert_equal(model.random_state_.get_state(), rng_state)
+    shared.step(chunk)
+    for name in ("micro", "paper"):
+        np.testing.assert_array_equal(
+            np.asarray(getattr(shared, name).report().overall()),
+            np.asarray(getattr(reference, name).report().overall()))
+    np.testing.assert_array_equal(model.support_count_, reference.micro.estimator.support_count_)
 
 
 def test_the_shared_evaluation_keeps_no_state_of_the_paper_model_between_chunks():

@@ -15,3 +15,21 @@ def numba_threads(n: int):
         yield numba.get_num_threads()
     finally:
         numba.set_num_threads(before)
+
+
+@numba.njit(cache=True, parallel=True)
+def _count_up(n):
+    total = 0
+    for i in numba.prange(n):
+        total += i
+    return total
+
+
+def threading_layer() -> str:
+    """The threading layer numba's parallel kernels run on (``"omp"``, ``"tbb"`` or
+    ``"workqueue"``), chosen by running a small parallel kernel if none has run yet."""
+    try:
+        return numba.threading_layer()
+    except ValueError:  # chosen at the first launch of a parallel kernel
+        _count_up(4)
+        return numba.threading_layer()
