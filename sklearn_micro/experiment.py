@@ -713,12 +713,13 @@ def _learning_beside(model: MiCRO, log: EngagementLog, X, learn: bool):
 
     `MiCRO.partial_fit` replaces the model's attributes and never changes them in place, so
     a shallow copy made before it is the state before the chunk. When the chunk is sampled
-    as one chain on fewer threads than the model may use (`MiCRO._chain_threads`: a chunk
-    of 1/20 of the paper's log is), ``partial_fit`` runs on a thread of its own while the
+    as one chain (`MiCRO._chain_threads`: a chunk of 1/20 of the paper's log is) and the
+    model may use two threads or more, ``partial_fit`` runs on a thread of its own while the
     copy is scored, so the core the chain leaves idle ranks users. That needs numba's
     ``omp`` or ``tbb`` threading layer (its ``workqueue`` layer runs one parallel kernel at
     a time) and no Dask client; otherwise the chunk is taken after the block. If scoring
-    fails, the model is put back as it was before the chunk, and the error raised.
+    or sampling fails, or an interrupt comes while either runs, the sampler is let finish
+    and the model is put back as it was before the chunk, and the error raised.
     """
     if not learn:
         yield model
@@ -735,19 +736,20 @@ def _learning_beside(model: MiCRO, log: EngagementLog, X, learn: bool):
         learning = pool.submit(_partial_fit, model, X)
         try:
             yield before
-        except BaseException:
-            futures_wait([learning])
-            model.__dict__ = dict(before.__dict__)
+            learning.result()
+        except BaseException:  # scoring or sampling failed, or an interrupt
+            try:
+                futures_wait([learning])  # a thread cannot be stopped: let it finish
+            finally:
+                model.__dict__ = dict(before.__dict__)
             raise
-        learning.result()
 
 
 def _can_learn_beside(model: MiCRO, log: EngagementLog) -> bool:
     """Whether `_learning_beside` samples the chunk while it is scored."""
     if active_client() is not None or not isinstance(model, MiCRO):
         return False
-    n_jobs = resolve_n_jobs(model.n_jobs)
-    if n_jobs < 2 or model._chain_threads(log) >= n_jobs:
+    if resolve_n_jobs(model.n_jobs) < 2 or model._chain_threads(log) > 1:
         return False
     return threading_layer() in ("omp", "tbb")
 

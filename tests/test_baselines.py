@@ -336,6 +336,20 @@ def test_exact_top_m_with_an_unlucky_sample_takes_the_candidates_below_the_guess
                       _ITEM_BLOCK=n_c, _BLOCK_SCORES=n_c, _CUT_SAMPLE=sample)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("sample", [0, 4])
+def test_exact_top_m_keeps_a_score_that_overflows_float32(sample):
+    """A finite vector whose float32 product with the user overflows to +inf is the best
+    item, as the brute force ranks it."""
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(20, 4)).astype(np.float32)
+    vectors[7] = 3e38
+    queries = np.ones((1, 4), np.float32)
+    candidates = np.arange(20, dtype=np.int64)
+    check_exact_top_m(queries, vectors, candidates, candidates.copy(),
+                      [np.zeros(0, np.int64)], 3, _CUT_SAMPLE=sample)
+
+
 def check_exact_top_m(queries, vectors, candidates, tie_key, seen, m, **settings):
     """`_exact_top_m` with the module's ``settings`` equals a brute-force ranking of
     float64 sums in the kernel's order (rounded to float32, ties to the lower tie key),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -334,12 +335,13 @@ def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypat
                               np.asarray(both["MiCRO (paper)"].overall()))
 
 
-@pytest.mark.parametrize("fails", ["scoring", "partial_fit"])
+@pytest.mark.parametrize("fails", ["scoring", "partial_fit", "interrupt"])
 def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
         monkeypatch, fails):
-    """Scoring fails while the chunk is sampled on another thread, or the sampling does:
-    the error is raised, no point is kept, and the model is as it was before the chunk
-    (then the chunk evaluates as if nothing had happened)."""
+    """Scoring fails while the chunk is sampled on another thread, or the sampling does, or
+    Ctrl-C comes while the scored chunk waits for its sampler: the error is raised, no
+    point is kept, and the model is as it was before the chunk (then the chunk evaluates
+    as if nothing had happened)."""
     from sklearn_micro import MiCRO, _gibbs, experiment
 
     monkeypatch.setattr(_gibbs, "MIN_PARTITION_WORK", 1 << 22)  # one chain a chunk
@@ -357,31 +359,43 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
     shared = experiment._SharedSampler(model, m_values=(10,))
     before = dict(model.__dict__)
     rng_state = model.random_state_.get_state()
-    sampled = threading.Event()
+    sampled, scored, calls = threading.Event(), threading.Event(), []
     partial_fit = MiCRO.partial_fit
+    chunk_points = experiment._chunk_points
 
     def failing_fit(self, X, y=None):
         if fails == "partial_fit":
             raise RuntimeError("partial_fit failed")
+        if fails == "interrupt":  # Ctrl-C once both rows are scored, then finish
+            scored.wait(60)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
         partial_fit(self, X, y)
         sampled.set()
         return self
 
     def failing_points(*args):
-        sampled.wait(60)  # fail once the model has moved on
-        raise RuntimeError("scoring failed")
+        if fails == "scoring":
+            sampled.wait(60)  # fail once the model has moved on
+            raise RuntimeError("scoring failed")
+        points = chunk_points(*args)
+        calls.append(1)
+        if len(calls) == 2:  # both rows (the paper's first)
+            scored.set()
+        return points
 
+    error = KeyboardInterrupt if fails == "interrupt" else RuntimeError
     with monkeypatch.context() as patch:
         patch.setattr(MiCRO, "partial_fit", failing_fit)
-        if fails == "scoring":
-            patch.setattr(experiment, "_chunk_points", failing_points)
-        with pytest.raises(RuntimeError, match=f"{fails} failed"):
+        patch.setattr(experiment, "_chunk_points", failing_points)
+        with pytest.raises(error, match=None if fails == "interrupt" else f"{fails} failed"):
             shared.step(chunk)
     assert shared.chunks_done == shared.paper.chunks_done == []
     assert shared.micro.sums.chunk.size == shared.paper.sums.chunk.size == 0
-    assert set(model.__dict__) == set(before)
+    # the same attributes (the scored state may have added its chunk's cache, `_grouped`)
+    assert set(model.__dict__) - {"_grouped"} == set(before) - {"_grouped"}
     assert all(model.__dict__[name] is value for name, value in before.items()
-               if name != "random_state_")
+               if name not in ("random_state_", "_grouped"))
     np.testing.assert_equal(model.random_state_.get_state(), rng_state)
     shared.step(chunk)
     for name in ("micro", "paper"):

@@ -121,9 +121,9 @@ def _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score,
     """Score row ``r``'s buffered candidates at or above its cut exactly, merge them into
     its top-m list (best first, ties to the lower ``tie_key``) and empty the buffer.
 
-    The candidates are scored in the buffer's order (by position: the vectors are read
-    in order), then sorted by score and put in the ranking order by an insertion sort
-    that moves only ties."""
+    The candidates are scored in the buffer's order (mostly by position, so the vectors
+    are read nearly in order), then sorted by score and put in the ranking order by an
+    insertion sort that moves only ties."""
     m = out_items.shape[1]
     c = cut[r]
     n = 0
@@ -181,7 +181,8 @@ def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_se
              queries, vectors, tie_key, buf, buf_score, buf_n, out_items, out_scores, out_n,
              hs, hk, hi, scratch):
     """Buffer row ``r``'s candidates of a block whose approximate score is at least
-    ``low`` and the row's cut, and below ``high``, seen items left out. A full buffer
+    ``low`` and the row's cut, and below ``high`` (NaN: no upper bound, so that a product
+    that overflows to +inf is kept), seen items left out. A full buffer
     raises the cut (`_raise_cut`); one that stays over half full (scores within the
     margin of each other) is scored into the top-m (`_score_buffer`)."""
     m = out_items.shape[1]
@@ -189,7 +190,7 @@ def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_se
     c = max(low, cut[r])
     for jj in range(row.shape[0]):
         s = row[jj]
-        if not (s >= c and s < high):
+        if not s >= c or s >= high:
             continue
         j = first + jj
         if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, candidates[j]):
@@ -241,7 +242,7 @@ def prefilter_block(block_scores, first, queries, vectors, candidates, margin, t
         if cut[r] == -np.inf and buf_n[r] == 0 and out_n[r] == 0:
             guess = _sampled_cut(row, row.shape[0], m, m + hi_seen - lo, sample, scratch)
             start = guess - margin
-        _collect(r, row, first, start, np.inf, candidates, margin, seen_items, lo, hi_seen,
+        _collect(r, row, first, start, np.nan, candidates, margin, seen_items, lo, hi_seen,
                  cut, queries, vectors, tie_key, buf, buf_score, buf_n, out_items,
                  out_scores, out_n, hs, hk, hi, scratch)
         _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
