@@ -25,12 +25,21 @@ points must be the same, or the script fails. The model then learns the chunk.
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method ANN
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO --shared
+With ``--beside`` (``--method MiCRO``), each chunk is taken as ``reproduce``'s shared
+evaluation takes it (`experiment._SharedSampler.step`) by two copies of the model in
+turn, the order alternating: one samples the chunk after scoring it, the other while it
+is scored when it may (`experiment._learning_beside`: a chunk of one chain, two cores,
+numba's omp or tbb layer). The reports and the models' counts must be the same, or the
+script fails.
+
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO --paired
+    python benchmarks/rolling_chunks.py OUT_1_20 --chunks 8 --method MiCRO --beside
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import pickle
 import sys
 import time
@@ -40,6 +49,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
+from sklearn_micro import experiment  # noqa: E402
 from sklearn_micro._log import iter_chunks  # noqa: E402
 from sklearn_micro.experiment import split_chunks  # noqa: E402
 from sklearn_micro.model_selection import (  # noqa: E402
@@ -66,6 +76,9 @@ def run_arguments(description: str, chunks: int, argv=None, *,
         mode.add_argument("--paired", action="store_true",
                           help="score the two MiCRO rows apart and from one scatter a user, "
                                "in turn, and compare")
+        mode.add_argument("--beside", action="store_true",
+                          help="take each chunk as the shared evaluation does, sampling it "
+                               "after scoring and while scoring, in turn, and compare")
     return parser.parse_args(argv)
 
 
@@ -157,6 +170,37 @@ def paired(model, test, n_chunks: int) -> None:
               f"{fit_s} |", flush=True)
 
 
+def beside(model, test, n_chunks: int) -> None:
+    """The shared evaluation's step with the chunk sampled after it is scored, and while."""
+    evaluations = {"after": experiment._SharedSampler(copy.deepcopy(model), m_values=(50, 100)),
+                   "beside": experiment._SharedSampler(model, m_values=(50, 100))}
+    can = experiment._can_learn_beside
+    print("| chunk | engagements | sampled beside | after s (cpu) | beside s (cpu) "
+          "| after / beside (wall) |")
+    print("|---|---:|---|---:|---:|---:|")
+    try:
+        for pos, (chunk, rows, part) in enumerate(_first_chunks(test, n_chunks)):
+            taken = can(model, part)
+            timed, wall = {}, {}
+            for name in ("after", "beside") if pos % 2 == 0 else ("beside", "after"):
+                experiment._can_learn_beside = can if name == "beside" else (
+                    lambda model, log: False)
+                w0 = time.perf_counter()
+                _, timed[name] = _timed(evaluations[name].step, part)
+                wall[name] = time.perf_counter() - w0
+            experiment._can_learn_beside = can
+            a, b = (evaluations[name] for name in ("after", "beside"))
+            if not (np.array_equal(a.micro.estimator.support_count_, model.support_count_)
+                    and all(np.array_equal(np.asarray(x.overall()), np.asarray(y.overall()))
+                            for x, y in zip(a.reports().values(), b.reports().values(),
+                                            strict=True))):
+                raise SystemExit(f"chunk {chunk}: the two ways differ")
+            print(f"| {chunk} | {len(rows):,} | {'yes' if taken else 'no'} | {timed['after']} "
+                  f"| {timed['beside']} | {wall['after'] / wall['beside']:.2f} |", flush=True)
+    finally:
+        experiment._can_learn_beside = can
+
+
 def main(argv=None) -> int:
     args = run_arguments(__doc__.splitlines()[0], 3, argv, shared=True)
     model, test = fitted_and_test(args.out, args.method, args.train_chunks)
@@ -168,6 +212,11 @@ def main(argv=None) -> int:
         print(f"{args.out}, {args.method} and its paper_model, scored apart and from one "
               "scatter\n")
         paired(model, test, args.chunks)
+        return 0
+    if args.beside:
+        print(f"{args.out}, {args.method}: the shared evaluation, each chunk sampled after "
+              "it is scored and while it is scored\n")
+        beside(model, test, args.chunks)
         return 0
     evaluation = RollingEvaluation(model, m_values=(50, 100))
     print(f"{args.out}, {args.method}\n")
