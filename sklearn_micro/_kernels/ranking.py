@@ -9,7 +9,7 @@ seen by the user (``seen_items[seen_indptr[r]:seen_indptr[r + 1]]``, sorted) are
 import numpy as np
 from numba import njit
 
-from .topm import _is_seen, _sampled_cut, _select
+from .topm import _is_seen, _sampled_cut, _select, _worse
 
 
 @njit(cache=True, nogil=True)
@@ -106,27 +106,22 @@ def _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch):
 
 
 @njit(cache=True, nogil=True)
-def _better(s_a, k_a, i_a, s_b, k_b, i_b):
-    """Whether item ``i_a`` (score ``s_a``, tie key ``k_a``) ranks before ``i_b``."""
-    if s_a != s_b:
-        return s_a > s_b
-    if k_a != k_b:
-        return k_a < k_b
-    return i_a < i_b
-
-
-@njit(cache=True, nogil=True)
 def _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
-                  out_items, out_scores, out_n, hs, hk, hi):
-    """Score row ``r``'s buffered candidates at or above its cut exactly, merge them into
-    its top-m list (best first, ties to the lower ``tie_key``) and empty the buffer.
+                  out_items, out_scores, out_n, hs, hp, hi):
+    """Score row ``r``'s buffered candidates at or above its cut exactly, rank them with
+    the row's list so far (best first, ties to the lower ``tie_key``), keep the top m and
+    empty the buffer.
 
     The candidates are scored in the buffer's order (mostly by position, so the vectors
-    are read nearly in order), then sorted by score and put in the ranking order by an
-    insertion sort that moves only ties."""
+    are read nearly in order) and sorted by score; an insertion sort in the ranking order
+    (`topm._worse`, with ``-tie_key`` as the popularity) then moves only ties."""
     m = out_items.shape[1]
-    c = cut[r]
     n = 0
+    for t in range(out_n[r]):  # the list so far (an overfull buffer scored before)
+        hs[n] = out_scores[r, t]
+        hi[n] = out_items[r, t]
+        n += 1
+    c = cut[r]
     for b in range(buf_n[r]):
         if buf_score[r, b] >= c:
             j = buf[r, b]
@@ -139,39 +134,19 @@ def _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score,
     for t in range(n):
         s = scores[t]
         item = items[t]
-        k = tie_key[item]
+        p = -tie_key[item]
         pos = t
-        while pos > 0 and _better(s, k, item, hs[pos - 1], hk[pos - 1], hi[pos - 1]):
+        while pos > 0 and _worse(hs[pos - 1], hp[pos - 1], hi[pos - 1], s, p, item):
             hs[pos] = hs[pos - 1]
-            hk[pos] = hk[pos - 1]
+            hp[pos] = hp[pos - 1]
             hi[pos] = hi[pos - 1]
             pos -= 1
         hs[pos] = s
-        hk[pos] = k
+        hp[pos] = p
         hi[pos] = item
-    # merge with the list so far (both best first)
-    held = out_n[r]
-    a = held - 1
-    t = n - 1
-    total = min(m, held + n)
-    # the merged list's tail first, from the worst of the two lists that stay
-    skip = held + n - total
-    for _ in range(skip):  # drop the worst entries beyond m
-        if t < 0 or (a >= 0 and not _better(out_scores[r, a], tie_key[out_items[r, a]],
-                                             out_items[r, a], hs[t], hk[t], hi[t])):
-            a -= 1
-        else:
-            t -= 1
-    for pos in range(total - 1, -1, -1):
-        if t < 0 or (a >= 0 and not _better(out_scores[r, a], tie_key[out_items[r, a]],
-                                             out_items[r, a], hs[t], hk[t], hi[t])):
-            out_scores[r, pos] = out_scores[r, a]
-            out_items[r, pos] = out_items[r, a]
-            a -= 1
-        else:
-            out_scores[r, pos] = hs[t]
-            out_items[r, pos] = hi[t]
-            t -= 1
+    total = min(m, n)
+    out_scores[r, :total] = hs[:total]
+    out_items[r, :total] = hi[:total]
     out_n[r] = total
     buf_n[r] = 0
 
@@ -179,7 +154,7 @@ def _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score,
 @njit(cache=True, nogil=True)
 def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_seen, cut,
              queries, vectors, tie_key, buf, buf_score, buf_n, out_items, out_scores, out_n,
-             hs, hk, hi, scratch):
+             hs, hp, hi, scratch):
     """Buffer row ``r``'s candidates of a block whose approximate score is at least
     ``low`` and the row's cut, and below ``high`` (NaN: no upper bound, so that a product
     that overflows to +inf is kept), seen items left out. A full buffer
@@ -199,7 +174,7 @@ def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_se
             _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
             if 2 * buf_n[r] > cap:
                 _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score,
-                              buf_n, out_items, out_scores, out_n, hs, hk, hi)
+                              buf_n, out_items, out_scores, out_n, hs, hp, hi)
             c = max(low, cut[r])
             if not s >= c:
                 continue
@@ -231,7 +206,7 @@ def prefilter_block(block_scores, first, queries, vectors, candidates, margin, t
     m = out_items.shape[1]
     cap = buf.shape[1]
     hs = np.empty(cap + m, np.float32)
-    hk = np.empty(cap + m, np.int64)
+    hp = np.empty(cap + m, np.int64)
     hi = np.empty(cap + m, np.int64)
     scratch = np.empty(max(cap + m, 2 * sample + 2), np.float32)
     for r in range(block_scores.shape[0]):
@@ -244,12 +219,12 @@ def prefilter_block(block_scores, first, queries, vectors, candidates, margin, t
             start = guess - margin
         _collect(r, row, first, start, np.nan, candidates, margin, seen_items, lo, hi_seen,
                  cut, queries, vectors, tie_key, buf, buf_score, buf_n, out_items,
-                 out_scores, out_n, hs, hk, hi, scratch)
+                 out_scores, out_n, hs, hp, hi, scratch)
         _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
         if start > cut[r]:  # the guess kept too few: the candidates below it too
             _collect(r, row, first, -np.inf, start, candidates, margin, seen_items, lo,
                      hi_seen, cut, queries, vectors, tie_key, buf, buf_score, buf_n,
-                     out_items, out_scores, out_n, hs, hk, hi, scratch)
+                     out_items, out_scores, out_n, hs, hp, hi, scratch)
             _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
 
 
@@ -260,8 +235,8 @@ def prefilter_finish(queries, vectors, candidates, tie_key, cut, buf, buf_score,
     m = out_items.shape[1]
     cap = buf.shape[1]
     hs = np.empty(cap + m, np.float32)
-    hk = np.empty(cap + m, np.int64)
+    hp = np.empty(cap + m, np.int64)
     hi = np.empty(cap + m, np.int64)
     for r in range(buf.shape[0]):
         _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
-                      out_items, out_scores, out_n, hs, hk, hi)
+                      out_items, out_scores, out_n, hs, hp, hi)
