@@ -36,8 +36,10 @@ __all__ = [
     "RecentItemsRecommender",
 ]
 
-# "auto" searches exactly below this many candidate items
-_EXACT_MAX_ITEMS = 20_000
+# "auto" searches exactly below this many candidate items: up to here the exact search costs
+# about as much as NNDescent's index and queries together, or less (docs/scale.md, "ANN:
+# exact below 50,000 items"), and it finds every item NNDescent misses
+_EXACT_MAX_ITEMS = 50_000
 # scores held at once by the exact blocked search
 _BLOCK_SCORES = 1 << 21
 _ITEM_BLOCK = 8192
@@ -496,8 +498,9 @@ class ANNRecommender(_WindowRecommender):
     method : {"auto", "exact", "nndescent"}, default="auto"
         "exact" scores every item in blocks of bounded size; "nndescent" queries a
         `pynndescent.NNDescent` index (metric cosine) built on the item vectors; "auto" is
-        exact below 20000 items. With fewer items than ``n_neighbors + 1`` the search is
-        exact.
+        exact below 50000 items, where the exact search costs about as much as building
+        and querying the index, or less. With fewer items than ``n_neighbors + 1`` the
+        search is exact.
     n_neighbors : int, default=30
         Degree of the NNDescent graph.
     epsilon : float, default=0.1

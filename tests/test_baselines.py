@@ -450,6 +450,24 @@ def test_ann_method_auto_searches_small_sets_exactly():
         assert not rec._uses_index()
 
 
+def test_ann_method_auto_queries_an_index_from_the_threshold_on(monkeypatch):
+    import sklearn_micro.baselines as baselines
+
+    rng = np.random.default_rng(0)
+    rows = [(u, int(i), 0) for u in range(20) for i in rng.choice(40, 4)]
+    X = embedded(rows, {u: rng.normal(size=4) for u in range(20)})
+    rec = ANNRecommender(method="auto", n_neighbors=5).fit(X)
+    n = rec.candidate_items_.shape[0]
+    assert n > 5
+    # the documented threshold: exact below 50000 candidate items
+    assert baselines._EXACT_MAX_ITEMS == 50_000 and not rec._uses_index()
+    monkeypatch.setattr(baselines, "_EXACT_MAX_ITEMS", n + 1)
+    assert not rec._uses_index()
+    monkeypatch.setattr(baselines, "_EXACT_MAX_ITEMS", n)
+    assert rec._uses_index()
+    assert not ANNRecommender(method="exact", n_neighbors=5).fit(X)._uses_index()
+
+
 @pytest.mark.slow
 def test_ann_nndescent_matches_exact_search(request):
     if "slow" not in (request.config.getoption("markexpr") or ""):
