@@ -5,14 +5,20 @@ Generates fave-shaped logs (TwitterFaveGraph: 283M engagements, 6.7M users, 13M 
 follow-shaped ones (TwitterFollowGraph: 261M edges on 15.5M vertices in 25 chunks, the last 7
 tested) as Parquet files in the paper's published columns (``user_index, tweet_index,
 time_chunk`` and ``user_index, author_index, time_chunk``), written chunk by chunk so memory
-holds one chunk. Two draws are offered:
+holds one chunk (the naive draw excepted). Three draws are offered:
 
 - ``--draw model``: `sklearn_micro.datasets.iter_engagements`, the paper's generative model;
 - ``--draw plain`` (the default): a draw of its own, independent of the package: users in
   communities with a clipped lognormal degree spread over chunks, items born in a chunk with a
   geometric life and a Pareto popularity, each taking at least five engagements in its first
   chunk, four in five engagements going to the user's community. It guards against tuning the
-  package to its own generator.
+  package to its own generator. ``--item-life L`` sets the items' mean life (3 chunks by
+  default): longer lives put more items in a chunk.
+- ``--draw naive``: only the summary figures matched (a lognormal user degree clipped to
+  1..100, a Zipf item popularity of exponent 0.8, each engagement's chunk uniform over all
+  chunks, items of fewer than five engagements dropped): no communities and no item lives,
+  so a chunk holds several times the items of the other draws. A stress test of the costs,
+  not a log the model is meant for. It is drawn whole in memory (about 40 bytes an engagement).
 
 Then it runs ``python -m sklearn_micro.cli reproduce`` on each file as a subprocess (so each
 run's peak memory is its own), reads the per-stage table the command writes to
@@ -22,6 +28,7 @@ and microseconds per engagement) and the growth curve across scales.
     python benchmarks/paper_scale.py --scales 0.01 0.05 --k 1000 --dim 128
     python benchmarks/paper_scale.py --scales 0.01 0.05 0.25 --k 5000 --k-follows-scale
     python benchmarks/paper_scale.py --generate-only --scales 0.05 --data-dir /work/data-scale
+    python benchmarks/paper_scale.py --scales 0.05 --draw naive   # or --item-life 10
 
 At a fixed K an interest holds more of a chunk's items as the log grows, and each user's
 ranking scans them, so the rolling evaluations grow faster than the log. With
@@ -132,6 +139,35 @@ def plain_chunks(n_users, n_items, n_chunks, n_engagements, *, degree=(1, 100),
         yield t, user, item
 
 
+def naive_chunks(n_users, n_items, n_chunks, n_engagements, *, degree=(1, 100),
+                 min_item_degree=5, zipf=0.8, seed=0):
+    """Yield ``(chunk, user, item)`` of the naive draw, one chunk at a time (0-based).
+
+    Users: a degree from a lognormal (mean log 3.2, sd 1) rescaled so the degrees sum to
+    about ``n_engagements``, clipped to ``degree``; every engagement picks its item by a
+    Zipf popularity of exponent ``zipf`` over all items and its chunk uniformly; a user
+    engages an item at most once, and items of fewer than ``min_item_degree`` engagements
+    are dropped with their engagements.
+    """
+    rng = np.random.default_rng(seed)
+    lo, hi = degree
+    user_degree = np.clip(np.rint(rng.lognormal(3.2, 1.0, n_users)), lo, hi)
+    user_degree = np.clip(np.rint(user_degree * n_engagements / user_degree.sum()), lo, hi)
+    user = np.repeat(np.arange(n_users), user_degree.astype(np.int64))
+    weight = 1.0 / np.arange(1, n_items + 1) ** zipf
+    item = rng.choice(n_items, size=user.shape[0], p=weight / weight.sum())
+    chunk = rng.integers(0, n_chunks, user.shape[0])
+    _, first = np.unique(user * n_items + item, return_index=True)
+    user, item, chunk = user[first], item[first], chunk[first]
+    keep = np.bincount(item, minlength=n_items)[item] >= min_item_degree
+    user, item, chunk = user[keep], item[keep], chunk[keep]
+    order = np.argsort(chunk, kind="stable")
+    user, item, chunk = user[order], item[order], chunk[order]
+    bounds = np.searchsorted(chunk, np.arange(n_chunks + 1))
+    for t in range(n_chunks):
+        yield t, user[bounds[t]:bounds[t + 1]], item[bounds[t]:bounds[t + 1]]
+
+
 def model_chunks(n_users, n_items, n_chunks, n_engagements, *, n_interests=1000, seed=0):
     """Yield ``(chunk, user, item)`` of `iter_engagements`, the paper's generative model."""
     root = str(Path(__file__).resolve().parents[1])
@@ -144,7 +180,8 @@ def model_chunks(n_users, n_items, n_chunks, n_engagements, *, n_interests=1000,
         yield int(log.chunk[0]), log.user, log.item
 
 
-def generate(path: Path, shape: str, scale: float, draw: str, seed: int = 0) -> dict:
+def generate(path: Path, shape: str, scale: float, draw: str, seed: int = 0,
+             item_life: float = 3.0) -> dict:
     """Write a ``shape``-shaped log at ``scale`` to ``path`` (Parquet); return its sizes."""
     spec = SHAPES[shape]
     n_users = round(spec["users"] * scale)
@@ -152,8 +189,11 @@ def generate(path: Path, shape: str, scale: float, draw: str, seed: int = 0) -> 
     n_engagements = round(spec["engagements"] * scale)
     if draw == "model":
         chunks = model_chunks(n_users, n_items, spec["chunks"], n_engagements, seed=seed)
+    elif draw == "naive":
+        chunks = naive_chunks(n_users, n_items, spec["chunks"], n_engagements, seed=seed)
     else:
-        chunks = plain_chunks(n_users, n_items, spec["chunks"], n_engagements, seed=seed)
+        chunks = plain_chunks(n_users, n_items, spec["chunks"], n_engagements, seed=seed,
+                              lifetime=item_life)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     writer, schema = _writer(tmp, spec["columns"])
@@ -171,8 +211,11 @@ def _scale_name(scale: float) -> str:
     return SCALES.get(scale, f"{scale:g}")
 
 
-def data_path(data_dir: Path, shape: str, scale: float, draw: str) -> Path:
+def data_path(data_dir: Path, shape: str, scale: float, draw: str,
+              item_life: float = 3.0) -> Path:
     tag = _scale_name(scale).replace("/", "-")
+    if draw == "plain" and item_life != 3.0:
+        draw = f"plain-life{item_life:g}"
     return data_dir / f"{shape}-{draw}-{tag}.parquet"
 
 
@@ -244,7 +287,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.05])
     parser.add_argument("--shapes", nargs="+", default=["fave"], choices=list(SHAPES))
-    parser.add_argument("--draw", default="plain", choices=["plain", "model"])
+    parser.add_argument("--draw", default="plain", choices=["plain", "model", "naive"])
+    parser.add_argument("--item-life", type=float, default=3.0,
+                        help="the plain draw's mean item life in chunks")
     parser.add_argument("--data-dir", default="/work/data-scale" if Path("/work").is_dir()
                         else "paper-scale-data")
     parser.add_argument("--out", default="paper-scale-results")
@@ -273,9 +318,9 @@ def main(argv=None) -> int:
         return 0
     for shape in args.shapes:
         for scale in sorted(args.scales):
-            path = data_path(data_dir, shape, scale, args.draw)
+            path = data_path(data_dir, shape, scale, args.draw, args.item_life)
             if args.regenerate or not path.is_file():
-                made = generate(path, shape, scale, args.draw, args.seed)
+                made = generate(path, shape, scale, args.draw, args.seed, args.item_life)
                 print(f"wrote {made['rows']:,} rows to {path} in {made['seconds']:.0f} s",
                       flush=True)
             if args.generate_only:
