@@ -548,10 +548,23 @@ def run_experiment(
     train, test = check_log(train, input_name="train"), check_log(test, input_name="test")
     verbose = int(bool(progress))
     embedded = None
-    # the embedding and the clusters serve only the methods still to be evaluated
-    pending = {name for name in methods if not stages.has(f"{name} report")}
-    micro = {"MiCRO", "MiCRO (paper)"} & pending
-    if micro or "ANN" in pending:
+    # MiCRO's two rows sample the same chain: one sampler serves both (MiCRO.paper_model),
+    # unless a run that evaluated them apart is resumed
+    pair = ("MiCRO", "MiCRO (paper)")
+    shared = set(pair) <= set(methods) and (stages.has(_SHARED) or not any(
+        stages.has(f"{name} {what}") for name in pair for what in ("report", "rolling")))
+
+    def rolling_of(name):
+        return _SHARED if shared and name == "MiCRO" else f"{name} rolling"
+
+    # the embedding and the clusters serve only the methods still to be fitted
+    to_fit = {name for name in methods
+              if name in ("MiCRO", "MiCRO (paper)", "ANN")
+              and not (shared and name == "MiCRO (paper)")
+              and not stages.has(f"{name} report") and not stages.has(rolling_of(name))
+              and not stages.has(f"{name} fit")}
+    micro = {"MiCRO", "MiCRO (paper)"} & to_fit
+    if micro or "ANN" in to_fit:
         def embed():
             embedder = _make(GraphEmbedder, n_components, random_state=random_state,
                              n_jobs=n_jobs, verbose=verbose).fit(train)
@@ -577,11 +590,6 @@ def run_experiment(
                                np.empty((0, embedded.user_vectors.shape[1]), np.float32),
                                embedded.item_interest)
     reports = {}
-    # MiCRO's two rows sample the same chain: one sampler serves both (MiCRO.paper_model),
-    # unless a run that evaluated them apart is resumed
-    pair = ("MiCRO", "MiCRO (paper)")
-    shared = set(pair) <= set(methods) and (stages.has(_SHARED) or not any(
-        stages.has(f"{name} {what}") for name in pair for what in ("report", "rolling")))
     # ANN first: the only method that reads the user vectors, which are dropped after it
     for name in sorted(methods, key=lambda name: name != "ANN"):
         if shared and name == "MiCRO (paper)":
@@ -605,7 +613,7 @@ def run_experiment(
                 stage.resumed = True
                 reports[name] = stages.load(f"{name} report")
             continue
-        rolling = _SHARED if shared and name == "MiCRO" else f"{name} rolling"
+        rolling = rolling_of(name)
         evaluation = None
         if stages.has(rolling):
             evaluation = stages.load(rolling)
