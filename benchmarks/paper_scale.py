@@ -18,7 +18,8 @@ holds one chunk (the naive draw excepted). Three draws are offered:
   1..100, a Zipf item popularity of exponent 0.8, each engagement's chunk uniform over all
   chunks, items of fewer than five engagements dropped): no communities and no item lives,
   so a chunk holds several times the items of the other draws. A stress test of the costs,
-  not a log the model is meant for. It is drawn whole in memory (about 40 bytes an engagement).
+  not a log the model is meant for. It is drawn whole in memory (about 70 bytes an
+  engagement: 1.0 GB at 1/20).
 
 Then it runs ``python -m sklearn_micro.cli reproduce`` on each file as a subprocess (so each
 run's peak memory is its own), reads the per-stage table the command writes to

@@ -559,11 +559,10 @@ def run_experiment(
 
     # the embedding and the clusters serve only the methods still to be fitted
     to_fit = {name for name in methods
-              if name in ("MiCRO", "MiCRO (paper)", "ANN")
-              and not (shared and name == "MiCRO (paper)")
+              if name in (*pair, "ANN") and not (shared and name == "MiCRO (paper)")
               and not stages.has(f"{name} report") and not stages.has(rolling_of(name))
               and not stages.has(f"{name} fit")}
-    micro = {"MiCRO", "MiCRO (paper)"} & to_fit
+    micro = set(pair) & to_fit
     if micro or "ANN" in to_fit:
         def embed():
             embedder = _make(GraphEmbedder, n_components, random_state=random_state,
