@@ -14,7 +14,8 @@ Prints, per count: the ``phi`` entries retrieval reads (share of all, summed ove
 chunks), cpu microseconds per scored user of `step` (ranking and metrics; one process, the
 counts in turn on each chunk), recall@100 and MRR@100 over all points with the half width of
 a 95% interval, and the relative difference from count 0 with its paired interval
-(`RollingReport.compare`). docs/scale.md quotes it ("Pruning phi for retrieval").
+(`RollingReport.compare`). docs/scale.md quotes it ("Pruning phi for retrieval"). A line
+on stderr after each chunk tells how far a long run got.
 
     python benchmarks/phi_pruning.py OUT_1_20 OUT_1_4 --chunks 8
     python benchmarks/phi_pruning.py OUT_FULL --chunks 2 --method MiCRO
@@ -58,6 +59,9 @@ def measure(out: Path, method: str, counts, n_chunks: int, train_chunks: int) ->
         total += model.phi_item_.shape[0]
         n_users += n
         model.partial_fit(chunk)
+        print(f"{out.name}: test chunk {pos + 1} of {n_chunks} done, cpu s so far "
+              + ", ".join(f"{c:g}: {seconds[c]:.1f}" for c in counts), file=sys.stderr,
+              flush=True)
     reports = {c: evaluations[c].report() for c in counts}
     base = reports[counts[0]]
     lines = []
