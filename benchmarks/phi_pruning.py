@@ -59,7 +59,7 @@ def measure(out: Path, method: str, counts, n_chunks: int, train_chunks: int) ->
         total += model.phi_item_.shape[0]
         n_users += n
         model.partial_fit(chunk)
-        print(f"{out.name}: test chunk {pos + 1} of {n_chunks} done, cpu s so far "
+        print(f"{out.name}: test chunk {pos + 1} done (--chunks {n_chunks}), cpu s so far "
               + ", ".join(f"{c:g}: {seconds[c]:.1f}" for c in counts), file=sys.stderr,
               flush=True)
     reports = {c: evaluations[c].report() for c in counts}
