@@ -64,12 +64,21 @@ def _carried_chunks(decay: float) -> int:
     return 0 if decay <= 0 else int(np.floor(np.log(_MIN_MASS) / np.log(decay)))
 
 
+def _as_index(values: np.ndarray, n: int | None = None) -> np.ndarray:
+    """``values`` (indices below ``n``, or sorted when ``n`` is None) as int32 where they fit,
+    else int64: one type per kernel argument, so that each kernel compiles once."""
+    if n is None:
+        n = int(values[-1]) + 1 if values.shape[0] else 0
+    return values.astype(np.int32 if n <= np.iinfo(np.int32).max else np.int64, copy=False)
+
+
 def _counts_csr(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
                 weights: np.ndarray | None = None):
     """Distinct (row, col) pairs with summed weights, sorted by row then col, as a CSR
     ``(indptr, cols as int32, sums as float64)``."""
     weights = np.empty(0) if weights is None else np.asarray(weights, np.float64)
-    return sampler.pair_counts(rows, cols, weights, n_rows, n_cols)
+    return sampler.pair_counts(_as_index(rows, n_rows), _as_index(cols, n_cols), weights,
+                               n_rows, n_cols)
 
 
 class MiCRO(RecommenderMixin, BaseEstimator):
@@ -943,15 +952,16 @@ def _latest_chunk(chunk, items, phi_items, phi_k, phi_w, n_interests, phi_decay,
         keep = old_pop >= _MIN_MASS
         pop_items = np.concatenate([pop_items, previous.items[keep]])
         pop_w = np.concatenate([pop_w, old_pop[keep]])
-    chunk_items = distinct(pop_items)
+    chunk_items = _as_index(distinct(pop_items))
     pop_local = np.searchsorted(chunk_items, pop_items)
     item_count = np.bincount(pop_local, weights=pop_w, minlength=chunk_items.shape[0])
     phi_indptr, phi_item, phi_count = _counts_csr(
         phi_k, np.searchsorted(chunk_items, phi_items), n_interests, chunk_items.shape[0],
         weights=phi_w)
+    popular_order = _as_index(np.lexsort((chunk_items, -item_count)), chunk_items.shape[0])
     return _LatestChunk(int(chunk), chunk_items, item_count, phi_indptr, phi_item, phi_count,
                         np.bincount(phi_k, weights=phi_w, minlength=n_interests),
-                        np.lexsort((chunk_items, -item_count)))
+                        popular_order)
 
 
 def _user_mixtures(support_indptr, support_interest, support_count, user_index, alpha):
@@ -1077,9 +1087,10 @@ def _held_out_personal_ranks(log: _TrainingLog, c, previous, grid, *, alpha, bet
     phi_indptr, phi_item, phi_count = retrieval_phi(latest.phi_indptr, latest.phi_item,
                                                     latest.phi_count, min_count)
     hits, ranks = personal_ranks(
-        indptr, k, weight, base, share_weight, np.asarray(grid, np.float64), r_ptr, r_item,
-        r_u, rel_ptr, pair_item, phi_indptr, phi_item, phi_count,
-        latest.item_count, share, latest.items, latest.popular_order, m, n_threads)
+        indptr, _as_index(k, log.n_interests), weight, base, share_weight,
+        np.asarray(grid, np.float64), r_ptr, r_item, r_u, rel_ptr, pair_item, phi_indptr,
+        phi_item, phi_count, latest.item_count, share, latest.items, latest.popular_order, m,
+        n_threads)
     return np.diff(rel_ptr), hits, ranks
 
 

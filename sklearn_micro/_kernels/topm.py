@@ -5,6 +5,13 @@ from numba import njit, prange
 
 from .csr import keep_entries
 
+# A counter or bound that starts at 0 and is passed to another kernel starts at ZERO: a
+# literal 0 would make numba compile that kernel (and its callees) once more for the
+# constant, on top of the int64 version every other call needs.
+ZERO = np.int64(0)
+# the same for a flag: True or False would each compile the kernel they are passed to
+CLEAR_ACC, KEEP_ACC = np.bool_(True), np.bool_(False)
+
 
 @njit(cache=True)
 def lower_bound(values, lo, hi, value):
@@ -46,7 +53,7 @@ def fill_remainder(items, scores, n_filled, pop_order, pop_score, fill_base,
         j = 0
         while f < m and j < pop_order.shape[0]:
             it = pop_order[j]
-            if not (f > 0 and _is_seen(kept, 0, kept.shape[0], it)) and \
+            if not (f > 0 and _is_seen(kept, ZERO, kept.shape[0], it)) and \
                     not (hi > lo and _is_seen(seen_items, lo, hi, it)):
                 items[r, f] = it
                 scores[r, f] = fill_base[r] + pop_score[j]
@@ -110,7 +117,7 @@ def _drain(hs, hp, hi, size, out_items, out_scores, offset):
         hs[0] = hs[j]
         hp[0] = hp[j]
         hi[0] = hi[j]
-        _sift_down(hs, hp, hi, 0, j)
+        _sift_down(hs, hp, hi, ZERO, j)
 
 
 @njit(cache=True)
@@ -127,7 +134,7 @@ def _offer(hs, hp, hi, size, m, s, pop, item):
         hs[0] = s
         hp[0] = pop
         hi[0] = item
-        _sift_down(hs, hp, hi, 0, size)
+        _sift_down(hs, hp, hi, ZERO, size)
         return size, True
     return size, False
 
@@ -136,7 +143,7 @@ def _offer(hs, hp, hi, size, m, s, pop, item):
 def _select(a, n, k):
     """Rearrange ``a[:n]`` so that ``a[k]`` is its k-th smallest value (from 0), and return
     it (quickselect with a median of three; equal values split evenly)."""
-    lo = 0
+    lo = ZERO
     hi = n - 1
     while hi > lo:
         mid = (lo + hi) // 2
@@ -192,7 +199,7 @@ def _keep_best(hs, hp, hi, n, m, scratch):
     if n > m:
         scratch[:n] = hs[:n]
         cut = _select(scratch, n, n - m)
-    size = 0
+    size = ZERO
     for t in range(n):
         if hs[t] >= cut:
             hs[size] = hs[t]
@@ -207,7 +214,7 @@ def _keep_best(hs, hp, hi, n, m, scratch):
         hs[0] = hs[size]
         hp[0] = hp[size]
         hi[0] = hi[size]
-        _sift_down(hs, hp, hi, 0, size)
+        _sift_down(hs, hp, hi, ZERO, size)
     return size
 
 
@@ -221,7 +228,7 @@ def _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched):
     outcome the processor could not guess. ``touched`` needs a slot more than the items
     (an entry of an item already listed writes past the last one).
     """
-    nt = 0
+    nt = ZERO
     for q in range(q_ptr[r], q_ptr[r + 1]):
         k = q_k[q]
         w = q_w[q]
@@ -268,7 +275,7 @@ def _sampled_cut(sc, nt, m, need, sample, scratch):
         # the offers the cut saves do not pay for reading the sample
         return -np.inf
     step = nt // sample
-    ns = 0
+    ns = ZERO
     for t in range(0, nt, step):
         scratch[ns] = sc[t]
         ns += 1
@@ -372,7 +379,7 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
         scratch = np.empty(n_local)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
-            n_filled[r] = _mixture_row(r, touched, nt, acc, True, q_base, item_pop,
+            n_filled[r] = _mixture_row(r, touched, nt, acc, CLEAR_ACC, q_base, item_pop,
                                        chunk_items, seen_indptr, seen_items, m, sample,
                                        no_mark, no_share, hs, hp, hi, sc, scratch, items[r],
                                        scores[r])
@@ -390,7 +397,7 @@ def _mixture_row(r, touched, nt, acc, clear, q_base, item_pop, chunk_items, seen
     lo = seen_indptr[r]
     hi_seen = seen_indptr[r + 1]
     size = _offer_touched(touched, sc, nt, no_mark, item_pop, chunk_items, seen_items, lo,
-                          hi_seen, m, m + hi_seen - lo, sample, hs, hp, hi, 0, scratch)
+                          hi_seen, m, m + hi_seen - lo, sample, hs, hp, hi, ZERO, scratch)
     _drain(hs, hp, hi, size, out_items, out_scores, q_base[r])
     return size
 
@@ -451,7 +458,7 @@ def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item, p
     nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
     for p in range(r_ptr[r], r_ptr[r + 1]):
         item = r_item[p]
-        pos = lower_bound(sorted_items, 0, n_local, item)
+        pos = lower_bound(sorted_items, ZERO, n_local, item)
         if pos < n_local and sorted_items[pos] == item:
             li = local_of[pos]
             mark[li] = 2
@@ -479,7 +486,7 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
     lo = seen_indptr[r]
     hi_seen = seen_indptr[r + 1]
     keep = 1.0 - lam
-    size = 0
+    size = ZERO
     for p in range(r_ptr[r], r_ptr[r + 1]):
         li = recent_local[p - r_ptr[r]]
         if li >= 0:
@@ -498,7 +505,7 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
         size += 1
     size = _keep_best(hs, hp, hi, size, m, scratch)
     n_recent = r_ptr[r + 1] - r_ptr[r]
-    _gather_scores(touched, nt, acc, keep, base, share_weight, item_share, sc, False)
+    _gather_scores(touched, nt, acc, keep, base, share_weight, item_share, sc, KEEP_ACC)
     size = _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
                           hi_seen, m, m + hi_seen - lo + n_recent, sample, hs, hp, hi, size,
                           scratch)
@@ -604,7 +611,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
             if paper:
                 # `mixture_topm`'s row from the same scatter (recent items are not marked
                 # for it); ``acc`` stays for the ranking below
-                paper_filled[r] = _mixture_row(r, touched, nt, acc, False, q_base, item_pop,
+                paper_filled[r] = _mixture_row(r, touched, nt, acc, KEEP_ACC, q_base, item_pop,
                                                chunk_items, seen_indptr, seen_items, m,
                                                sample, no_mark, no_share, hs, hp, hi, sc,
                                                scratch, paper_items[r], paper_scores[r])
@@ -642,14 +649,17 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
     rank = np.zeros((n, n_lams), np.int64)
     no_seen_ptr = np.zeros(n + 1, np.int64)
     no_seen = np.empty(0, np.int64)
-    identity = np.arange(n_local)
+    # int32, as `personal_topm`'s local items and candidates: the helpers compile once
+    identity = np.empty(n_local, np.int32)
+    for li in range(n_local):
+        identity[li] = li
     n_blocks = max(1, min(n, n_threads))
     max_recent = _max_row(r_ptr)
     for b in prange(n_blocks):
         acc = np.zeros(n_local)
         mark = np.zeros(n_local, np.uint8)
         touched = np.empty(n_local + 1, np.int32)
-        leading = np.empty(n_local, np.int64)
+        leading = np.empty(n_local, np.int32)
         recent_local = np.empty(max_recent, np.int64)
         hs = np.empty(n_local + max_recent)
         hp = np.empty(n_local + max_recent)
@@ -661,7 +671,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                                       phi_cnt, chunk_items, identity, acc, mark, touched,
                                       recent_local)
             # the m-th best x of the interests' items that are not recent
-            size = 0
+            size = ZERO
             for t in range(nt):
                 li = touched[t]
                 if mark[li] == 2:
@@ -671,7 +681,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                     continue
                 size, _ = _offer(hs, hp, hi, size, m, x, item_pop[li], chunk_items[li])
             bound = hs[0] * (1.0 - 1e-12) if size == m else -np.inf
-            n_leading = 0
+            n_leading = ZERO
             for t in range(nt):
                 li = touched[t]
                 if mark[li] != 2 and q_base[r] + q_share[r] * item_share[li] + acc[li] >= bound:
