@@ -327,6 +327,34 @@ def test_auto_equals_the_prototype(seed):
     assert model.phi_decay_ == proto.select_phi_decay(log, (0.0, 0.1, 0.25, 0.5, 0.75, 0.9))[0]
 
 
+@pytest.mark.parametrize(("seed", "m", "shuffle"), [(0, 100, False), (1, 5, True),
+                                                     (2, 1, False)])
+def test_auto_scores_equal_the_prototypes(seed, m, shuffle):
+    """Every decay's mean recall, counted once per chunk, equals the prototype's, which
+    counts the log again for each decay and chunk (a small m makes ties at the cut)."""
+    proto = _prototypes()
+    log = make_engagements(n_users=300, n_items=900, n_chunks=12, n_interests=8,
+                           n_engagements=6000, random_state=seed)
+    if shuffle:  # rows in any order
+        log = log.take(np.random.default_rng(seed).permutation(len(log)))
+    grid = micro_module.PHI_DECAY_GRID
+    _, expected = proto.select_phi_decay(log, grid, m=m)
+    item = np.unique(log.item, return_inverse=True)[1].ravel()
+    user = np.unique(log.user, return_inverse=True)[1].ravel()
+    found = micro_module._phi_decay_recalls(user, item, np.asarray(log.chunk),
+                                            int(item.max()) + 1, grid, m=m)
+    np.testing.assert_allclose(found, [expected[d] for d in grid], rtol=1e-12)
+
+
+@given(st.lists(st.integers(0, 4), max_size=40), st.integers(1, 12))
+def test_top_m_mask_is_the_stable_argsorts_top_m(counts, m):
+    score = np.asarray(counts, np.float64)
+    top = np.argsort(-score, kind="stable")[:m]
+    expected = np.zeros(score.shape[0], bool)
+    expected[top[score[top] > 0]] = True
+    np.testing.assert_array_equal(micro_module._top_m_mask(score, m), expected)
+
+
 def _selection(model, log):
     """`_select_personal_weight` on ``log`` with ``model``'s settings, every user ranked."""
     u = model.user_ids_.lookup(log.user)
