@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
@@ -167,7 +168,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         the cluster's workers, with the same results as on threads; None or -1 then means
         the cluster's worker threads (see docs/dask.md).
     verbose : int, default=0
-        Print one line per chunk (sweeps, changed assignments, log-likelihood).
+        Print one line per chunk (sweeps, changed assignments, log-likelihood), and in
+        `fit` one line per setting chosen from the training log ("auto", "learned") with
+        the seconds it took.
 
     Attributes
     ----------
@@ -346,14 +349,22 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
         self.random_state_ = check_random_state(self.random_state)
         log_chunk = log.chunk
-        self.phi_decay_ = (_select_phi_decay(u, i, log_chunk, len(item_ids))
-                           if self.phi_decay == "auto" else float(self.phi_decay))
-        self.personal_weight_ = float(self.personal) if self.personal != "learned" else (
-            _select_personal_weight(
+        if self.phi_decay == "auto":
+            start = time.perf_counter()
+            self.phi_decay_ = _select_phi_decay(u, i, log_chunk, len(item_ids))
+            self._say(f"phi_decay {self.phi_decay_} chosen", start)
+        else:
+            self.phi_decay_ = float(self.phi_decay)
+        if self.personal == "learned":
+            start = time.perf_counter()
+            self.personal_weight_ = _select_personal_weight(
                 _TrainingLog(u, i, log_chunk, z, indptr, sup_k, sup_cnt, len(item_ids), K),
                 alpha=float(self.alpha), beta=float(self.beta), phi_decay=self.phi_decay_,
                 window=self.personal_window, decay=self.personal_decay,
-                min_count=float(self.phi_min_count), n_jobs=self.n_jobs)[0])
+                min_count=float(self.phi_min_count), n_jobs=self.n_jobs)[0]
+            self._say(f"personal weight {self.personal_weight_} chosen", start)
+        else:
+            self.personal_weight_ = float(self.personal)
         self.user_ids_ = user_ids
         self.item_ids_ = item_ids
         self.n_interests_ = K
@@ -377,6 +388,11 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.log_likelihood_ = {}
         self.n_unassigned_ = {}
         return self
+
+    def _say(self, what, start):
+        """With ``verbose``, one line: what `fit` has done and the seconds since ``start``."""
+        if self.verbose:
+            print(f"[MiCRO] fit: {what} in {time.perf_counter() - start:.1f} s", flush=True)
 
     def _training_interests(self, X, item_interest):
         if isinstance(X, EmbeddedLog):

@@ -355,6 +355,19 @@ def test_top_m_mask_is_the_stable_argsorts_top_m(counts, m):
     np.testing.assert_array_equal(micro_module._top_m_mask(score, m), expected)
 
 
+def test_fit_says_what_it_chose_when_verbose(capsys):
+    log = make_engagements(n_users=100, n_items=300, n_chunks=8, n_interests=4,
+                           n_engagements=2000, random_state=0)
+    model = MiCRO(random_state=0, verbose=1).fit(log, item_interest=_interests_of(log, 4))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"[MiCRO] fit: phi_decay {model.phi_decay_} chosen in ")
+    assert lines[1].startswith(
+        f"[MiCRO] fit: personal weight {model.personal_weight_} chosen in ")
+    MiCRO(personal=0, phi_decay=0, random_state=0, verbose=1).fit(
+        log, item_interest=_interests_of(log, 4))
+    assert capsys.readouterr().out == ""
+
+
 def _selection(model, log):
     """`_select_personal_weight` on ``log`` with ``model``'s settings, every user ranked."""
     u = model.user_ids_.lookup(log.user)
