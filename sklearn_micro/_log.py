@@ -395,6 +395,12 @@ def _dense_span(values: np.ndarray, n: int) -> tuple[int, int] | None:
     return (low, span) if span <= _TABLE_SPAN * n + 1024 else None
 
 
+def index_dtype(n: int):
+    """The type of indices below ``n``: int32 where they fit (half the memory, and one
+    type per kernel argument, so that a kernel compiles once), else int64."""
+    return np.int32 if n <= np.iinfo(np.int32).max + 1 else np.int64
+
+
 def distinct(values) -> np.ndarray:
     """The sorted distinct values of a 1-D array: a presence table for integers of a small
     range, otherwise a sort (``np.unique`` without its hashing path, which is many times

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log
+from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, index_dtype
 
 __all__ = ["GraphEmbedder"]
 
@@ -23,13 +23,9 @@ __all__ = ["GraphEmbedder"]
 _LOOKUP_ROWS = 1 << 20
 
 
-def _index_dtype(n: int):
-    return np.int32 if n < np.iinfo(np.int32).max else np.int64
-
-
 def _lookup_in_blocks(vocabulary: Vocabulary, values: np.ndarray, name: str) -> np.ndarray:
     """Internal indices of ``values`` (-1 where unknown), int32 where they fit."""
-    out = np.empty(values.shape[0], _index_dtype(len(vocabulary)))
+    out = np.empty(values.shape[0], index_dtype(len(vocabulary)))
     for start in range(0, values.shape[0], _LOOKUP_ROWS):
         stop = start + _LOOKUP_ROWS
         out[start:stop] = vocabulary.lookup(values[start:stop], name=name)

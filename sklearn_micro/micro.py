@@ -34,6 +34,7 @@ from ._log import (
     as_ids,
     check_log,
     distinct,
+    index_dtype,
     iter_chunks,
 )
 from .base import RecommenderMixin, SeenItems, append_to_rows, csr_rows, unique_pairs
@@ -66,11 +67,10 @@ def _carried_chunks(decay: float) -> int:
 
 
 def _as_index(values: np.ndarray, n: int | None = None) -> np.ndarray:
-    """``values`` (indices below ``n``, or sorted when ``n`` is None) as int32 where they fit,
-    else int64: one type per kernel argument, so that each kernel compiles once."""
+    """``values``, indices below ``n`` (or sorted, when ``n`` is None), as `index_dtype`."""
     if n is None:
         n = int(values[-1]) + 1 if values.shape[0] else 0
-    return values.astype(np.int32 if n <= np.iinfo(np.int32).max else np.int64, copy=False)
+    return values.astype(index_dtype(n), copy=False)
 
 
 def _counts_csr(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int,
