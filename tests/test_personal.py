@@ -368,6 +368,14 @@ def test_fit_says_what_it_chose_when_verbose(capsys):
     assert capsys.readouterr().out == ""
 
 
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(0, 5), st.integers(7, 9)),
+                max_size=40))
+def test_stable_order_is_the_lexsort(rows):
+    columns = list(np.asarray(rows, np.int64).reshape(-1, 3).T)
+    np.testing.assert_array_equal(micro_module._stable_order(*columns),
+                                  np.lexsort(columns[::-1]))
+
+
 def _selection(model, log):
     """`_select_personal_weight` on ``log`` with ``model``'s settings, every user ranked."""
     u = model.user_ids_.lookup(log.user)
