@@ -60,14 +60,18 @@ from sklearn_micro.model_selection import (  # noqa: E402
 )
 
 
-def run_arguments(description: str, chunks: int, argv=None, *,
-                  shared: bool = False) -> argparse.Namespace:
-    """The arguments of this script (``shared``) and of partial_fit_parts.py."""
+def run_arguments(description: str, chunks: int, argv=None, *, shared: bool = False,
+                  memory: bool = False) -> argparse.Namespace:
+    """The arguments of this script (``shared``) and of partial_fit_parts.py
+    (``memory``)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("out", type=Path, help="a reproduce --out folder")
     parser.add_argument("--method", default="MiCRO (paper)")
     parser.add_argument("--chunks", type=int, default=chunks)
     parser.add_argument("--train-chunks", type=int, default=169)
+    if memory:
+        parser.add_argument("--memory", action="store_true",
+                            help="each part's resident peak above the memory at the call")
     if shared:
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--shared", action="store_true",

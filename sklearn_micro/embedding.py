@@ -14,6 +14,8 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from ._kernels import numba_threads
+from ._kernels.als import solve_rows
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, index_dtype
 
 __all__ = ["GraphEmbedder"]
@@ -72,8 +74,16 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
     n_components : int, default=128
         Dimension of the user and item vectors.
     method : {"als", "bpr"}, default="als"
-        Factorization: `implicit.cpu.als.AlternatingLeastSquares` or
-        `implicit.cpu.bpr.BayesianPersonalizedRanking`.
+        Factorization: alternating least squares (`implicit`'s conjugate-gradient ALS, see
+        ``solver``) or `implicit.cpu.bpr.BayesianPersonalizedRanking`.
+    solver : {"blocked", "implicit"}, default="blocked"
+        ALS only: who runs the conjugate-gradient steps. ``"blocked"``: this package's
+        kernel, `implicit`'s updates (3 steps a row from its current vector, the same
+        initial vectors) with the rows taken 256 at a time, so that their products with
+        the Gram matrix are BLAS matrix products; the vectors agree with `implicit`'s to
+        float32 rounding. ``"implicit"``: `implicit.cpu.als.AlternatingLeastSquares`
+        itself, one row at a time (bit for bit its vectors). ``docs/scale_embedding_clustering.md``
+        measures both.
     regularization : float, default=0.01
         L2 penalty on the vectors.
     iterations : int, default=10
@@ -121,13 +131,14 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
     `transform` does not embed new users or items: the `EmbeddedLog` it returns holds the
     given log with the vocabularies and vectors learnt in `fit`.
 
-    Cost. One ALS epoch solves every user and every item with `implicit`'s conjugate
-    gradient (3 steps), about ``(n_users + n_items) * n_components**2`` plus
-    ``n_pairs * n_components`` multiply-adds per step; at 128 dimensions the first term
-    dominates. One BPR epoch draws as many (user, engaged item, other item) triples as there
-    are engaged pairs. Memory: the users x items matrix is built from int32 indices (about
-    8 bytes per distinct pair, twice while `implicit` holds its transpose for ALS), then the
-    float32 vectors, ``4 * n_components * (n_users + n_items)`` bytes, are all that is kept.
+    Cost. One ALS epoch solves every user and every item by conjugate gradient (3 steps),
+    about ``(n_users + n_items) * n_components**2`` plus ``n_pairs * n_components``
+    multiply-adds per step; at 128 dimensions the first term dominates, which the
+    ``"blocked"`` solver runs as matrix products. One BPR epoch draws as many (user,
+    engaged item, other item) triples as there are engaged pairs. Memory: the users x items
+    matrix is built from int32 indices (about 8 bytes per distinct pair, twice while ALS
+    holds its transpose), then the float32 vectors, ``4 * n_components * (n_users +
+    n_items)`` bytes, are all that is kept.
     ``docs/scale_embedding_clustering.md`` has measured seconds per epoch and peak memory.
 
     Examples
@@ -148,6 +159,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"als", "bpr"})],
+        "solver": [StrOptions({"blocked", "implicit"})],
         "regularization": [Interval(Real, 0, None, closed="left")],
         "iterations": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -162,6 +174,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         n_components: int = 128,
         *,
         method: str = "als",
+        solver: str = "blocked",
         regularization: float = 0.01,
         iterations: int = 10,
         alpha: float = 1.0,
@@ -172,6 +185,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
     ):
         self.n_components = n_components
         self.method = method
+        self.solver = solver
         self.regularization = regularization
         self.iterations = iterations
         self.alpha = alpha
@@ -180,8 +194,11 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    def _seed(self) -> int:
+        return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+
     def _model(self, threads: int):
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        seed = self._seed()
         if self.method == "als":
             from implicit.cpu.als import AlternatingLeastSquares
 
@@ -239,10 +256,17 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
             unit="epoch",
             disable=not self.verbose,
         )
+        if self.method == "als" and self.solver == "blocked":
+            with progress:
+                self.user_vectors_, self.item_vectors_ = _blocked_als(
+                    matrix, self.n_components, self.regularization, self.iterations,
+                    self._seed(), threads, progress)
+            return self
         with threadpool_limits(1, user_api="blas"), progress:
             model = self._model(threads)  # implicit checks the BLAS threads here
             if self.method == "als":
-                _init_als_factors(model, *matrix.shape)
+                model.user_factors, model.item_factors = _initial_factors(
+                    model.random_state, *matrix.shape, model.factors)
             model.fit(matrix, show_progress=False, callback=lambda *_: progress.update(1))
         del matrix
         # one factor matrix at a time, so that a trimmed copy never meets both originals
@@ -275,18 +299,51 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         )
 
 
-def _init_als_factors(model, n_users: int, n_items: int) -> None:
-    """The initial vectors `implicit`'s ALS would draw, scaled in place.
+def _initial_factors(seed: int, n_users: int, n_items: int, factors: int):
+    """The initial user and item vectors `implicit`'s ALS would draw from ``seed``.
 
     `implicit` draws ``random(shape) * 0.01``, which holds a second copy of each factor
     matrix for a moment (at 128 dimensions, the largest temporary of the whole fit); the
     same values are drawn here and scaled without a copy.
     """
-    rng = np.random.default_rng(model.random_state)
-    for name, n in (("user_factors", n_users), ("item_factors", n_items)):
-        factors = rng.random((n, model.factors), dtype=model.dtype)
-        factors *= model.dtype.type(0.01)
-        setattr(model, name, factors)
+    rng = np.random.default_rng(seed)
+    drawn = []
+    for n in (n_users, n_items):
+        vectors = rng.random((n, factors), dtype=np.float32)
+        vectors *= np.float32(0.01)
+        drawn.append(vectors)
+    return tuple(drawn)
+
+
+def _blocked_als(matrix: sp.csr_matrix, factors: int, regularization: float,
+                 iterations: int, seed: int, threads: int, progress):
+    """`implicit`'s conjugate-gradient ALS (3 steps a row, the same initial vectors) on the
+    users x items ``matrix`` of confidences, with `solve_rows`' blocked kernel; one
+    ``progress`` tick per epoch. Returns the user and item vectors (float32)."""
+    by_user = _kernel_csr(matrix)
+    by_item = _kernel_csr(matrix.T.tocsr())  # as implicit: both orientations at once
+    del matrix
+    users, items = _initial_factors(seed, by_user[0].shape[0] - 1, by_item[0].shape[0] - 1,
+                                    factors)
+    eye = np.float32(regularization) * np.eye(factors, dtype=np.float32)
+    with numba_threads(threads):
+        for _ in range(iterations):
+            for solved, other, csr in ((users, items, by_user), (items, users, by_item)):
+                with threadpool_limits(threads, user_api="blas"):
+                    gram = other.T @ other
+                # implicit reads the upper triangle (symv "U"): so do both halves here
+                gram = np.triu(gram) + np.triu(gram, 1).T + eye
+                # each block of rows calls BLAS from a thread of its own
+                with threadpool_limits(1, user_api="blas"):
+                    solve_rows(*csr, solved, other, gram, 3)
+            progress.update(1)
+    return users, items
+
+
+def _kernel_csr(matrix: sp.csr_matrix):
+    """(indptr as int64, indices, data as float32) of a CSR matrix, for the kernel."""
+    return (matrix.indptr.astype(np.int64, copy=False), matrix.indices,
+            matrix.data.astype(np.float32, copy=False))
 
 
 def _vectors(model, name: str, n_components: int) -> np.ndarray:

@@ -4,6 +4,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 from sklearn.metrics import adjusted_rand_score
 from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import InvalidParameterError
@@ -167,23 +168,77 @@ def test_n_jobs_validated(log_and_groups):
         GraphEmbedder(iterations=0).fit(log)
 
 
-def test_same_vectors_as_implicit(log_and_groups):
+@pytest.mark.parametrize("solver", ["implicit", "blocked"])
+def test_same_vectors_as_implicit(log_and_groups, solver):
     # the matrix is weighted by alpha, and the initial vectors drawn, before implicit sees
-    # them: the same as implicit's alpha and its own draw
+    # them: the same as implicit's alpha and its own draw; the blocked kernel sums in
+    # another order, so it agrees to float32 rounding
     from implicit.cpu.als import AlternatingLeastSquares
     from sklearn.utils import check_random_state
     from threadpoolctl import threadpool_limits
 
     log, _ = log_and_groups
-    embedder = GraphEmbedder(n_components=5, alpha=2.0, iterations=3, random_state=4).fit(log)
+    embedder = GraphEmbedder(n_components=5, alpha=2.0, iterations=3, random_state=4,
+                             solver=solver).fit(log)
     seed = int(check_random_state(4).randint(np.iinfo(np.int32).max))
     counts = engagement_matrix(check_log(log), embedder.user_ids_, embedder.item_ids_)
     with threadpool_limits(1, user_api="blas"):
         model = AlternatingLeastSquares(factors=5, regularization=0.01, alpha=2.0,
                                         iterations=3, num_threads=1, random_state=seed)
         model.fit(counts, show_progress=False)
-    np.testing.assert_array_equal(embedder.item_vectors_, model.item_factors)
-    np.testing.assert_array_equal(embedder.user_vectors_, model.user_factors)
+    for ours, theirs in ((embedder.item_vectors_, model.item_factors),
+                         (embedder.user_vectors_, model.user_factors)):
+        if solver == "implicit":
+            np.testing.assert_array_equal(ours, theirs)
+        else:
+            np.testing.assert_allclose(ours, theirs, rtol=0,
+                                       atol=1e-4 * np.abs(theirs).max())
+            assert not np.array_equal(ours, theirs)  # the kernel is not implicit's
+
+
+@pytest.mark.parametrize("n_factors", [3, 16])
+def test_blocked_kernel_takes_implicits_steps(n_factors):
+    # one half-epoch against implicit's least_squares_cg on rows of every kind: engaged
+    # (confidence 1 and more), disliked (negative), zero, and rows with no nonzeros, over
+    # more rows than a block
+    from implicit.cpu import _als
+    from threadpoolctl import threadpool_limits
+
+    from sklearn_micro._kernels.als import BLOCK, solve_rows
+
+    rng = np.random.default_rng(n_factors)
+    n_rows, n_cols = 2 * BLOCK + 37, 300
+    dense = rng.choice([0, 0, 0, 0, 0, 0, 1, 1, 2.5, -3.0, 0.5], size=(n_rows, n_cols))
+    empty = [3, BLOCK, n_rows - 1]
+    dense[empty] = 0
+    rows, cols = np.nonzero(dense)
+    zeros = (rng.choice(np.setdiff1d(np.arange(n_rows), empty), size=20),
+             rng.integers(n_cols, size=20))
+    # explicit zeros: stored, confidence 0 (where they meet a nonzero, it stays)
+    matrix = sp.coo_matrix((np.r_[dense[rows, cols], np.zeros(20)].astype(np.float32),
+                            (np.r_[rows, zeros[0]], np.r_[cols, zeros[1]])),
+                           shape=dense.shape).tocsr()
+    assert matrix.nnz > np.count_nonzero(dense)
+    X = rng.normal(size=(n_rows, n_factors)).astype(np.float32)
+    Y = rng.normal(size=(n_cols, n_factors)).astype(np.float32) / 4
+    expected = X.copy()
+    with threadpool_limits(1, user_api="blas"):
+        _als.least_squares_cg(matrix, expected, Y, 0.1, num_threads=1, cg_steps=3)
+    gram = (Y.T @ Y + np.float32(0.1) * np.eye(n_factors, dtype=np.float32))
+    gram = np.triu(gram) + np.triu(gram, 1).T
+    got = X.copy()
+    with threadpool_limits(1, user_api="blas"):
+        solve_rows(matrix.indptr.astype(np.int64), matrix.indices, matrix.data, got, Y,
+                   gram, 3)
+    np.testing.assert_array_equal(got[empty], 0)
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4 * np.abs(expected).max())
+
+
+def test_blocked_solver_is_the_default_and_validated(log_and_groups):
+    log, _ = log_and_groups
+    assert GraphEmbedder().solver == "blocked"
+    with pytest.raises(InvalidParameterError, match=r"'solver'.*Got 'cholesky'"):
+        GraphEmbedder(solver="cholesky").fit(log)
 
 
 def test_engagement_matrix_is_built_in_int32_blocks(monkeypatch):
