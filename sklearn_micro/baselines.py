@@ -19,6 +19,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -28,6 +29,7 @@ from ._kernels.ranking import prefilter_block, prefilter_finish, top_m_sparse
 from ._kernels.topm import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
+from .embedding import blocked_als
 
 __all__ = [
     "ALSRecommender",
@@ -738,7 +740,9 @@ class ALSRecommender(_WindowRecommender):
     """Implicit-feedback ALS (``implicit``), with new items and users folded in per chunk.
 
     ``fit`` factorizes the training log's engagement counts (confidence ``alpha * count``)
-    with `implicit`'s alternating least squares. ``partial_fit`` keeps the fitted factors
+    by `implicit`'s alternating least squares, on the blocked kernel of `GraphEmbedder`
+    (``solver="blocked"``: the same steps and initial vectors, to float32 rounding), on
+    every core. ``partial_fit`` keeps the fitted factors
     and folds in what is new, chunk by chunk: each item first engaged after ``fit`` that is
     engaged in the chunk gets the closed-form ALS item step (`implicit`'s
     ``recalculate_item``) from the users who engaged with it in the window, then each user
@@ -833,19 +837,20 @@ class ALSRecommender(_WindowRecommender):
         return model
 
     def _fit_model(self, state, log, user, item):
-        from threadpoolctl import threadpool_limits
-
         n_users, n_items = len(state["user_ids_"]), len(state["item_ids_"])
         counts = sp.csr_matrix(
             (np.ones(user.shape[0], np.float32), (user, item)), shape=(n_users, n_items)
         )
+        counts.sum_duplicates()
+        counts.data *= np.float32(self.alpha)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        model = self._als(seed=seed)
-        with threadpool_limits(1, "blas"):
-            model.fit(counts, show_progress=False)
+        # implicit's ALS steps and initial vectors, on GraphEmbedder's blocked kernel
+        user_factors, item_factors = blocked_als(
+            counts, self.n_components, self.regularization, self.iterations, seed,
+            effective_n_jobs(-1))
         state.update(
-            user_factors_=np.ascontiguousarray(model.user_factors, dtype=np.float32),
-            item_factors_=np.ascontiguousarray(model.item_factors, dtype=np.float32),
+            user_factors_=user_factors,
+            item_factors_=item_factors,
             n_fit_users_=n_users,
             n_fit_items_=n_items,
         )

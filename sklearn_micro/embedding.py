@@ -258,7 +258,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         )
         if self.method == "als" and self.solver == "blocked":
             with progress:
-                self.user_vectors_, self.item_vectors_ = _blocked_als(
+                self.user_vectors_, self.item_vectors_ = blocked_als(
                     matrix, self.n_components, self.regularization, self.iterations,
                     self._seed(), threads, progress)
             return self
@@ -315,11 +315,12 @@ def _initial_factors(seed: int, n_users: int, n_items: int, factors: int):
     return tuple(drawn)
 
 
-def _blocked_als(matrix: sp.csr_matrix, factors: int, regularization: float,
-                 iterations: int, seed: int, threads: int, progress):
-    """`implicit`'s conjugate-gradient ALS (3 steps a row, the same initial vectors) on the
-    users x items ``matrix`` of confidences, with `solve_rows`' blocked kernel; one
-    ``progress`` tick per epoch. Returns the user and item vectors (float32)."""
+def blocked_als(matrix: sp.csr_matrix, factors: int, regularization: float,
+                iterations: int, seed: int, threads: int, progress=None):
+    """`implicit`'s conjugate-gradient ALS (3 steps a row, the same initial vectors as its
+    ``random_state=seed``) on the users x items ``matrix`` of confidences, with
+    `solve_rows`' blocked kernel on ``threads`` threads; one ``progress.update(1)`` per
+    epoch. Returns the user and item vectors (float32, C order)."""
     by_user = _kernel_csr(matrix)
     by_item = _kernel_csr(matrix.T.tocsr())  # as implicit: both orientations at once
     del matrix
@@ -336,7 +337,8 @@ def _blocked_als(matrix: sp.csr_matrix, factors: int, regularization: float,
                 # each block of rows calls BLAS from a thread of its own
                 with threadpool_limits(1, user_api="blas"):
                     solve_rows(*csr, solved, other, gram, 3)
-            progress.update(1)
+            if progress is not None:
+                progress.update(1)
     return users, items
 
 
