@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
                           "stopped run did, to add a baseline to a finished run")
     rep.add_argument("--dim", type=int, default=64, metavar="D",
                      help="dimensions of the graph embedding (default: 64)")
+    rep.add_argument("--epochs", type=int, default=None, metavar="E",
+                     help="ALS epochs of the graph embedding (default: GraphEmbedder's, "
+                          "10; the paper's: 20)")
     rep.add_argument("--user", default="user", help="user column of --data (default: user)")
     rep.add_argument("--item", default="item", help="item column of --data (default: item)")
     rep.add_argument("--chunk", default=None, help="chunk column of --data (default: chunk)")
@@ -178,6 +181,8 @@ def _config(args) -> dict:
         config["data_mtime"] = int(stat.st_mtime)
     if args.phi_min_count:  # runs from before the option resume as they were
         config["phi_min_count"] = args.phi_min_count
+    if args.epochs is not None:  # likewise
+        config["epochs"] = args.epochs
     return config
 
 
@@ -207,8 +212,9 @@ def reproduce(args) -> int:
         if given:
             raise CommandError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} "
                                "to --data only; the generated log has no columns to choose")
-    for value, flag in ((args.k, "--k"), (args.m, "-m"), (args.dim, "--dim")):
-        if value < 1:
+    for value, flag in ((args.k, "--k"), (args.m, "-m"), (args.dim, "--dim"),
+                        (args.epochs, "--epochs")):
+        if value is not None and value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
     if not 0 <= args.phi_min_count < float("inf"):
         raise CommandError(f"--phi-min-count must be a finite count of at least 0; got "
@@ -257,7 +263,9 @@ def reproduce(args) -> int:
                              n_components=args.dim, m_values=m_values,
                              random_state=args.seed, progress=not args.quiet,
                              n_jobs=args.n_jobs, stages=stages,
-                             micro_params={"phi_min_count": args.phi_min_count})
+                             micro_params={"phi_min_count": args.phi_min_count},
+                             embedding_params=({} if args.epochs is None
+                                               else {"iterations": args.epochs}))
     overall = results_table(reports, m_values, intervals=True)
     per_user = results_table(reports, m_values, aggregate="per_user", intervals=True)
     against = comparison_table(reports, "MiCRO", [f"recall@{args.m}", f"mrr@{args.m}"])

@@ -490,6 +490,7 @@ def run_experiment(
     stages: Stages | None = None,
     keep_points: bool = False,
     micro_params: dict | None = None,
+    embedding_params: dict | None = None,
 ) -> dict[str, RollingReport]:
     """Fit each method on ``train`` and evaluate it on ``test`` with the rolling protocol.
 
@@ -531,6 +532,10 @@ def run_experiment(
         More parameters of both MiCRO rows, for example ``{"phi_min_count": 2}``; the
         paper's row keeps ``personal=0, phi_decay=0``, and ``random_state``, ``n_jobs``
         and ``verbose`` are the ones above. Checked before any stage runs.
+    embedding_params : dict, optional
+        More parameters of the shared `GraphEmbedder`, for example ``{"iterations": 20}``
+        (the paper's epochs); ``n_components``, ``random_state``, ``n_jobs`` and
+        ``verbose`` are the ones above. Checked before any stage runs.
 
     Returns
     -------
@@ -545,6 +550,8 @@ def run_experiment(
     micro_settings = dict(micro_params or {})
     # a wrong name or value fails now, not after the embedding
     MiCRO(**micro_settings)._validate_params()
+    embedding_settings = dict(embedding_params or {})
+    GraphEmbedder(**embedding_settings)._validate_params()
     train, test = check_log(train, input_name="train"), check_log(test, input_name="test")
     verbose = int(bool(progress))
     embedded = None
@@ -565,8 +572,9 @@ def run_experiment(
     micro = set(pair) & to_fit
     if micro or "ANN" in to_fit:
         def embed():
-            embedder = _make(GraphEmbedder, n_components, random_state=random_state,
-                             n_jobs=n_jobs, verbose=verbose).fit(train)
+            embedder = _make(GraphEmbedder, n_components, **{
+                **embedding_settings, "random_state": random_state, "n_jobs": n_jobs,
+                "verbose": verbose}).fit(train)
             return _Embedding(embedder.user_ids_, embedder.item_ids_,
                               embedder.user_vectors_, embedder.item_vectors_)
 

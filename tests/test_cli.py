@@ -159,3 +159,34 @@ def test_a_failed_run_leaves_no_checkpoints(tmp_path):
               str(tmp_path / "out"))
     assert out.returncode == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_epochs_reach_the_embedding_and_belong_to_the_run(tmp_path, capsys, monkeypatch):
+    from sklearn_micro.embedding import GraphEmbedder
+
+    log = make_engagements(n_users=300, n_items=400, n_chunks=5, n_interests=4,
+                           n_engagements=5000, random_state=0)
+    path = tmp_path / "log.csv"
+    np.savetxt(path, np.column_stack([log.user, log.item, log.chunk]), fmt="%d",
+               delimiter=",", header="user,item,chunk", comments="")
+    args = ["reproduce", "--data", str(path), "--k", "4", "--dim", "8", "--train-chunks", "3",
+            "--baselines", "Popularity", "--quiet", "--out", str(tmp_path / "out")]
+    fitted = []
+    fit = GraphEmbedder.fit
+
+    def recording_fit(self, X, y=None):
+        fitted.append(self.iterations)
+        return fit(self, X, y)
+
+    monkeypatch.setattr(GraphEmbedder, "fit", recording_fit)
+    assert main([*args, "--epochs", "3"]) == 0
+    assert fitted == [3]
+    capsys.readouterr()
+    # the checkpoints belong to a run with that setting
+    assert main([*args, "--epochs", "4", "--resume"]) == 2
+    assert "epochs=3" in capsys.readouterr().err
+    # without --epochs, GraphEmbedder's default
+    assert main([*args[:-1], str(tmp_path / "default")]) == 0
+    assert fitted == [3, GraphEmbedder().iterations]
+    out = run(*args, "--epochs", "0")
+    assert out.returncode == 2 and "--epochs must be a positive integer; got 0" in out.stderr
