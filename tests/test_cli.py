@@ -86,9 +86,9 @@ def test_resume_errors_are_one_line(tmp_path):
     assert out.returncode == 2 and "--no-checkpoints" in out.stderr
 
 
-def test_phi_min_count_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, capsys):
-    import pickle
-
+def _small_run(tmp_path) -> list[str]:
+    """``reproduce`` arguments of a small run on a CSV log written in ``tmp_path``, its
+    ``--out`` last."""
     log = make_engagements(n_users=300, n_items=400, n_chunks=5, n_interests=4,
                            n_engagements=5000, random_state=0)
     path = tmp_path / "log.csv"
@@ -96,6 +96,13 @@ def test_phi_min_count_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, 
                delimiter=",", header="user,item,chunk", comments="")
     args = ["reproduce", "--data", str(path), "--k", "4", "--dim", "8", "--train-chunks", "3",
             "--baselines", "Popularity", "--quiet", "--out", str(tmp_path / "out")]
+    return args
+
+
+def test_phi_min_count_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, capsys):
+    import pickle
+
+    args = _small_run(tmp_path)
     assert main([*args, "--phi-min-count", "2"]) == 0
     capsys.readouterr()
     # the two rows share one fitted model: the paper's row is its paper_model
@@ -164,13 +171,7 @@ def test_a_failed_run_leaves_no_checkpoints(tmp_path):
 def test_epochs_reach_the_embedding_and_belong_to_the_run(tmp_path, capsys, monkeypatch):
     from sklearn_micro.embedding import GraphEmbedder
 
-    log = make_engagements(n_users=300, n_items=400, n_chunks=5, n_interests=4,
-                           n_engagements=5000, random_state=0)
-    path = tmp_path / "log.csv"
-    np.savetxt(path, np.column_stack([log.user, log.item, log.chunk]), fmt="%d",
-               delimiter=",", header="user,item,chunk", comments="")
-    args = ["reproduce", "--data", str(path), "--k", "4", "--dim", "8", "--train-chunks", "3",
-            "--baselines", "Popularity", "--quiet", "--out", str(tmp_path / "out")]
+    args = _small_run(tmp_path)
     fitted = []
     fit = GraphEmbedder.fit
 
