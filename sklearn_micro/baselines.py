@@ -823,14 +823,15 @@ class ALSRecommender(_WindowRecommender):
         self.iterations = iterations
         self.random_state = random_state
 
-    def _als(self, user_factors=None, item_factors=None, seed=None):
+    def _als(self, user_factors, item_factors):
+        """`implicit`'s model around the fitted factors, for its fold-in steps."""
         from implicit.cpu.als import AlternatingLeastSquares
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1, "blas"):
             model = AlternatingLeastSquares(
                 factors=self.n_components, regularization=self.regularization,
-                alpha=self.alpha, iterations=self.iterations, random_state=seed,
+                alpha=self.alpha, iterations=self.iterations,
             )
         model.user_factors = user_factors
         model.item_factors = item_factors
