@@ -519,3 +519,19 @@ def check_recommender(factory, X_train=None, X_next=None, *, expected_failed=Non
     for check in CHECKS:
         if check.__name__ not in expected_failed:
             check(factory, X_train, X_next)
+
+
+def implicit_als_factors(counts, factors, *, alpha, iterations, random_state):
+    """User and item factors of `implicit`'s own ALS fit (one thread) on ``counts``, seeded
+    as sklearn-micro's estimators seed it from ``random_state``."""
+    from implicit.cpu.als import AlternatingLeastSquares
+    from sklearn.utils import check_random_state
+    from threadpoolctl import threadpool_limits
+
+    seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    with threadpool_limits(1, user_api="blas"):
+        model = AlternatingLeastSquares(factors=factors, regularization=0.01, alpha=alpha,
+                                        iterations=iterations, num_threads=1,
+                                        random_state=seed)
+        model.fit(counts, show_progress=False)
+    return model.user_factors, model.item_factors

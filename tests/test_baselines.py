@@ -508,9 +508,7 @@ def test_als_state_is_arrays():
 def test_als_fit_takes_implicits_steps():
     # the blocked kernel with the counts weighted by alpha: implicit's fit, to float32
     # rounding, from the same initial vectors
-    from implicit.cpu.als import AlternatingLeastSquares
-    from sklearn.utils import check_random_state
-    from threadpoolctl import threadpool_limits
+    from recommender_checks import implicit_als_factors
 
     X_train, _ = DATA
     rec = ALSRecommender(n_components=4, alpha=2.0, iterations=3, random_state=0).fit(X_train)
@@ -518,13 +516,8 @@ def test_als_fit_takes_implicits_steps():
     user, item = rec.user_ids_.lookup(log.user), rec.item_ids_.lookup(log.item)
     counts = sp.csr_matrix((np.ones(user.shape[0], np.float32), (user, item)),
                            shape=(len(rec.user_ids_), len(rec.item_ids_)))
-    seed = int(check_random_state(0).randint(np.iinfo(np.int32).max))
-    with threadpool_limits(1, user_api="blas"):
-        model = AlternatingLeastSquares(factors=4, regularization=0.01, alpha=2.0,
-                                        iterations=3, num_threads=1, random_state=seed)
-        model.fit(counts, show_progress=False)
-    for ours, theirs in ((rec.user_factors_, model.user_factors),
-                         (rec.item_factors_, model.item_factors)):
+    users, items = implicit_als_factors(counts, 4, alpha=2.0, iterations=3, random_state=0)
+    for ours, theirs in ((rec.user_factors_, users), (rec.item_factors_, items)):
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-4 * np.abs(theirs).max())
 
 

@@ -173,21 +173,14 @@ def test_same_vectors_as_implicit(log_and_groups, solver):
     # the matrix is weighted by alpha, and the initial vectors drawn, before implicit sees
     # them: the same as implicit's alpha and its own draw; the blocked kernel sums in
     # another order, so it agrees to float32 rounding
-    from implicit.cpu.als import AlternatingLeastSquares
-    from sklearn.utils import check_random_state
-    from threadpoolctl import threadpool_limits
+    from recommender_checks import implicit_als_factors
 
     log, _ = log_and_groups
     embedder = GraphEmbedder(n_components=5, alpha=2.0, iterations=3, random_state=4,
                              solver=solver).fit(log)
-    seed = int(check_random_state(4).randint(np.iinfo(np.int32).max))
     counts = engagement_matrix(check_log(log), embedder.user_ids_, embedder.item_ids_)
-    with threadpool_limits(1, user_api="blas"):
-        model = AlternatingLeastSquares(factors=5, regularization=0.01, alpha=2.0,
-                                        iterations=3, num_threads=1, random_state=seed)
-        model.fit(counts, show_progress=False)
-    for ours, theirs in ((embedder.item_vectors_, model.item_factors),
-                         (embedder.user_vectors_, model.user_factors)):
+    users, items = implicit_als_factors(counts, 5, alpha=2.0, iterations=3, random_state=4)
+    for ours, theirs in ((embedder.item_vectors_, items), (embedder.user_vectors_, users)):
         if solver == "implicit":
             np.testing.assert_array_equal(ours, theirs)
         else:
