@@ -4,15 +4,18 @@ For each ``reproduce --out DIR`` given, loads ANN's fitted state (``DIR/checkpoi
 fit.pkl``, the state the first test chunk is scored from) and draws ``--users`` users of
 that chunk with a vector. Prints, for the exact search (`_exact_top_m`, what
 ``ANNRecommender(method="exact")`` runs) and NNDescent (pynndescent, the package's
-settings), the cpu seconds of the index and the cpu microseconds per user of the queries
-(both cores), and how many of a user's top 100 agree with the exact search's. With
-``--cells C:P ...`` it also tries an inverted file: spherical k-means cells of the item
-vectors (`SphericalKMeans(C)`), each user's top 100 among the items of the P cells whose
-centroids are nearest to it; only the agreement is printed (the search is a plain numpy
-loop, not timed). docs/scale.md quotes it ("ANN at scale").
+settings), the cpu (and wall) seconds of the index, pynndescent's compilation left out,
+and the cpu (and wall) microseconds per user of the queries (both cores), and how many of
+a user's top 100 agree with the exact search's. With ``--cells C:P ...`` it also tries an
+inverted file: spherical k-means cells of the item vectors (`SphericalKMeans(C)`), each
+user's top 100 among the items of the P cells whose centroids are nearest to it; only the
+agreement is printed (the search is a plain numpy loop, not timed). With ``--quantization
+Q ...`` NNDescent is also built with pynndescent's ``quantization=Q`` (a compressed copy
+searched, the best candidates reranked by the exact distance). docs/scale.md quotes it
+("ANN at scale").
 
     python benchmarks/ann_search.py OUT_1_20 --cells 100:8 100:32 100:50 400:64
-    python benchmarks/ann_search.py OUT_FULL
+    python benchmarks/ann_search.py OUT_FULL --quantization int8
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def _cells(vectors, queries, n_cells, n_probe):
     return out
 
 
-def measure(out: Path, n_users: int, cells) -> None:
+def measure(out: Path, n_users: int, cells, quantizations=(None,)) -> None:
     checkpoints = out / "checkpoints"
     with open(checkpoints / "ANN fit.pkl", "rb") as f:
         ann = pickle.load(f)
@@ -90,16 +93,23 @@ def measure(out: Path, n_users: int, cells) -> None:
 
     from pynndescent import NNDescent
 
-    start = time.process_time()
-    index = NNDescent(vectors, metric="cosine", n_neighbors=ann.n_neighbors,
-                      random_state=ann.index_seed_, parallel_batch_queries=True)
-    index.prepare()
-    built = time.process_time() - start
-    start = time.process_time()
-    found, _ = index.query(queries, k=M, epsilon=float(ann.epsilon))
-    query = time.process_time() - start
-    print(f"| NNDescent (n_neighbors={ann.n_neighbors}, epsilon={ann.epsilon:g}) "
-          f"| {built:.1f} | {query / n * 1e6:.0f} | {_agree(exact, found):.1f} |")
+    # a first index compiles pynndescent's kernels: built on a few items, not timed
+    NNDescent(vectors[:2000], metric="cosine", n_neighbors=ann.n_neighbors, random_state=0,
+              parallel_batch_queries=True).query(queries[:10], k=M)
+    for quantization in quantizations:
+        start, wall = time.process_time(), time.perf_counter()
+        index = NNDescent(vectors, metric="cosine", n_neighbors=ann.n_neighbors,
+                          random_state=ann.index_seed_, parallel_batch_queries=True,
+                          quantization=quantization)
+        index.prepare()
+        built, built_wall = time.process_time() - start, time.perf_counter() - wall
+        start, wall = time.process_time(), time.perf_counter()
+        found, _ = index.query(queries, k=M, epsilon=float(ann.epsilon))
+        query, query_wall = time.process_time() - start, time.perf_counter() - wall
+        name = "" if quantization is None else f", quantization={quantization}"
+        print(f"| NNDescent (n_neighbors={ann.n_neighbors}, epsilon={ann.epsilon:g}{name}) "
+              f"| {built:.1f} ({built_wall:.1f} wall) | {query / n * 1e6:.0f} "
+              f"({query_wall / n * 1e6:.0f} wall) | {_agree(exact, found):.1f} |", flush=True)
     for n_cells, n_probe in cells:
         found = _cells(vectors, queries, n_cells, n_probe)
         print(f"| inverted file, {n_probe} of {n_cells} cells | | | {_agree(exact, found):.1f} |",
@@ -112,10 +122,12 @@ def main(argv=None) -> int:
     parser.add_argument("--users", type=int, default=20000)
     parser.add_argument("--cells", nargs="*", default=[], metavar="C:P",
                         help="inverted files of C cells searched in P of them")
+    parser.add_argument("--quantization", nargs="*", default=[], metavar="Q",
+                        help="also NNDescent with pynndescent's quantization Q (int8, ...)")
     args = parser.parse_args(argv)
     cells = [tuple(int(v) for v in c.split(":")) for c in args.cells]
     for out in args.out:
-        measure(out, args.users, cells)
+        measure(out, args.users, cells, [None, *args.quantization])
     return 0
 
 
