@@ -37,9 +37,13 @@ MAX_PADDED_M = 10_000
 
 def ranges_csr(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CSR ``(indptr, positions)`` whose row ``r`` holds the positions ``lo[r]:hi[r]``."""
+    lo = np.asarray(lo, np.int64)
+    hi = np.asarray(hi, np.int64)
     indptr = np.zeros(lo.shape[0] + 1, np.int64)
     np.cumsum(hi - lo, out=indptr[1:])
-    return indptr, np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
+    positions = np.empty(indptr[-1], np.int64)
+    csr.fill_ranges(lo, hi, indptr, positions)
+    return indptr, positions
 
 
 def csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

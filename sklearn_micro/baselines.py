@@ -25,7 +25,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._kernels.ranking import prefilter_block, prefilter_finish, top_m_sparse
+from ._kernels.ranking import place_neighbours, prefilter_block, prefilter_finish, top_m_sparse
 from ._kernels.topm import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
@@ -727,11 +727,8 @@ class ANNRecommender(_WindowRecommender):
             rows = np.flatnonzero(k_rows == k)
             neighbours, distances = index.query(queries[rows], k=int(k),
                                                 epsilon=float(self.epsilon))
-            slots = (indptr[rows][:, None] + np.arange(k)).ravel()
-            neighbours = neighbours.ravel()
-            valid = neighbours >= 0
-            cand[slots[valid]] = self.candidate_items_[neighbours[valid]]
-            cand_scores[slots[valid]] = 1.0 - distances.ravel()[valid]
+            place_neighbours(indptr, rows, neighbours, distances.astype(np.float32, copy=False),
+                             self.candidate_items_, cand, cand_scores)
         top_m_sparse(indptr, cand, cand_scores, self.item_rank_, seen_indptr, seen_items,
                      out_items, out_scores, out_n)
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from sklearn_micro._log import Vocabulary
-from sklearn_micro.base import append_to_rows, unique_pairs
+from sklearn_micro.base import append_to_rows, csr_rows, ranges_csr, unique_pairs
 
 small = st.integers(-5, 5)
 wide = st.integers(-(2**63), 2**63 - 1)
@@ -124,3 +124,24 @@ def test_append_to_rows_puts_each_rows_new_entries_after_its_old_ones(
         np.testing.assert_array_equal(
             got[got_ptr[r]:got_ptr[r + 1]],
             np.concatenate([old[indptr[r]:indptr[r + 1]], new[rows == r]]))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 6)), max_size=30),
+       st.lists(st.integers(-1, 29), max_size=20))
+def test_ranges_csr_and_csr_rows_list_each_rows_positions(ranges, rows):
+    lo = np.array([a for a, _ in ranges], np.int64)
+    hi = lo + np.array([n for _, n in ranges], np.int64)
+    indptr, positions = ranges_csr(lo, hi)
+    assert positions.dtype == np.int64
+    assert_array_equal(indptr, np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64))
+    for r in range(lo.shape[0]):
+        assert_array_equal(positions[indptr[r]:indptr[r + 1]], np.arange(lo[r], hi[r]))
+    # a CSR's rows, -1 giving an empty one
+    csr_indptr = np.concatenate([[0], np.cumsum(hi - lo)]).astype(np.int64)
+    rows = np.array([r for r in rows if r < lo.shape[0]], np.int64)
+    got_ptr, got = csr_rows(csr_indptr, rows)
+    want = [np.arange(csr_indptr[r], csr_indptr[r + 1]) if r >= 0 else np.zeros(0, np.int64)
+            for r in rows]
+    assert_array_equal(np.diff(got_ptr), [w.size for w in want])
+    assert_array_equal(got, np.concatenate([np.zeros(0, np.int64), *want]))

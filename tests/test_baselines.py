@@ -421,6 +421,56 @@ def test_ann_index_path(monkeypatch):
     assert (items != -1).all()
 
 
+class ShortIndex(ExactIndex):
+    """An index that finds at most ``found`` neighbours, -1 beyond (as pynndescent does when
+    its search reaches fewer), with float32 distances."""
+
+    def __init__(self, vectors, found):
+        super().__init__(vectors)
+        self.found = found
+
+    def query(self, queries, k, epsilon=0.1):
+        order, distances = super().query(queries, k, epsilon)
+        order[:, self.found:] = -1
+        distances[:, self.found:] = np.inf
+        return order.astype(np.int32), distances.astype(np.float32)
+
+
+def test_ann_index_answers_with_missing_neighbours(monkeypatch):
+    """Each row keeps the neighbours the index found, scored ``1 - distance`` in float32,
+    and the remaining slots come from popularity, for rows asking for different numbers of
+    neighbours (seen items left out)."""
+    rng = np.random.default_rng(5)
+    n_users, n_items, d = 30, 80, 4
+    rows = [(u, int(i), 0) for u in range(n_users) for i in rng.choice(n_items, 3 + u % 5)]
+    X = embedded(rows, {u: rng.normal(size=d) for u in range(n_users)})
+    exact = ANNRecommender(method="exact").fit(X)
+    approx = ANNRecommender(method="nndescent", n_neighbors=5).fit(X)
+    monkeypatch.setattr(ANNRecommender, "_get_index", lambda self: ShortIndex(
+        self.item_vectors_, 4))
+    users = np.arange(n_users)
+    queries = approx.user_vectors_[approx.user_ids_.lookup(users)]
+    nearest = ExactIndex(approx.item_vectors_).query(
+        queries / np.linalg.norm(queries, axis=1, keepdims=True), 4)[0]
+    seen_indptr, seen = exact.seen_items_.csr(exact.user_ids_.lookup(users))
+    for exclude_seen in (False, True):
+        items, scores = approx.recommend(users, 10, exclude_seen=exclude_seen)
+        a_items, a_scores = exact.recommend(users, 10, exclude_seen=exclude_seen)
+        for r in range(n_users):
+            # the index's 4 nearest (less the seen ones) lead, as in the exact search,
+            # then popularity fills the row
+            near = approx.candidate_items_[nearest[r]]
+            if exclude_seen:
+                near = near[~np.isin(near, seen[seen_indptr[r]:seen_indptr[r + 1]])]
+            found = approx.item_ids_.ids[near]
+            assert_array_equal(items[r, : found.size], found)
+            assert_array_equal(a_items[r, : found.size], found)
+            assert_allclose(scores[r, : found.size], a_scores[r, : found.size], atol=1e-6)
+            assert (np.diff(scores[r]) <= 0).all()
+            assert (items[r] >= 0).all()
+            assert not np.isin(items[r, found.size:], found).any()
+
+
 def test_ann_passes_epsilon_to_the_index(monkeypatch):
     rng = np.random.default_rng(3)
     rows = [(u, int(i), 0) for u in range(30) for i in rng.choice(90, 6)]

@@ -11,6 +11,16 @@ def keep_entries(indptr, keep):
 
 
 @njit(cache=True)
+def fill_ranges(lo, hi, indptr, out):
+    """``out[indptr[r]:indptr[r + 1]] = lo[r]:hi[r]`` for every row r: one pass of
+    writing (numpy's repeat-and-add makes three arrays of the output's size)."""
+    for r in range(lo.shape[0]):
+        shift = indptr[r] - lo[r]
+        for p in range(lo[r], hi[r]):
+            out[shift + p] = p
+
+
+@njit(cache=True)
 def append_to_rows(indptr, column, add_indptr, add_column):
     """The entries of each row ``r``, ``column[indptr[r]:indptr[r + 1]]``, followed by
     ``add_column[add_indptr[r]:add_indptr[r + 1]]``: one pass of copying."""

@@ -37,6 +37,23 @@ def _push(out_items, out_scores, r, n, item, score, tie_key):
 
 
 @njit(cache=True, nogil=True)
+def place_neighbours(indptr, rows, neighbours, distances, candidates, cand, cand_scores):
+    """Write the ``k`` neighbours of each query ``t`` (``neighbours[t]``, positions in
+    ``candidates``, -1 for none; cosine ``distances[t]``) at the start of its row
+    ``rows[t]`` of the CSR ``indptr``: the item ``candidates[j]`` into ``cand`` and the
+    similarity ``1 - distance`` (float32) into ``cand_scores``; slots of -1 are left as
+    they are."""
+    one = np.float32(1.0)
+    for t in range(rows.shape[0]):
+        base = indptr[rows[t]]
+        for j in range(neighbours.shape[1]):
+            nb = neighbours[t, j]
+            if nb >= 0:
+                cand[base + j] = candidates[nb]
+                cand_scores[base + j] = one - distances[t, j]
+
+
+@njit(cache=True, nogil=True)
 def top_m_sparse(indptr, items, scores, tie_key, seen_indptr, seen_items,
                  out_items, out_scores, out_n):
     """Rank each row's candidates ``items[indptr[r]:indptr[r + 1]]`` into the output.
