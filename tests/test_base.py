@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
@@ -129,6 +129,7 @@ def test_append_to_rows_puts_each_rows_new_entries_after_its_old_ones(
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 6)), max_size=30),
        st.lists(st.integers(-1, 29), max_size=20))
+@example(ranges=[], rows=[-1])  # a CSR of no rows, asked for an unknown one
 def test_ranges_csr_and_csr_rows_list_each_rows_positions(ranges, rows):
     lo = np.array([a for a, _ in ranges], np.int64)
     hi = lo + np.array([n for _, n in ranges], np.int64)
