@@ -50,12 +50,12 @@ def csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """For a CSR ``indptr``: the indptr of ``rows`` (-1 gives an empty row) and the
     positions of their entries."""
     rows = np.asarray(rows, np.int64)
-    known = rows[rows >= 0]
+    known = rows >= 0
     lo = np.zeros(rows.shape[0], np.int64)
     hi = np.zeros(rows.shape[0], np.int64)
-    # a CSR of no rows has no row 0 to read for the -1s
-    lo[rows >= 0] = indptr[known]
-    hi[rows >= 0] = indptr[known + 1]
+    # the -1 rows are not read: a CSR of no rows has no row 0
+    lo[known] = indptr[rows[known]]
+    hi[known] = indptr[rows[known] + 1]
     return ranges_csr(lo, hi)
 
 
