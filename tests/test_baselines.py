@@ -3,7 +3,6 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -24,6 +23,7 @@ from sklearn_micro.baselines import (
     PopularityRecommender,
     RecentItemsRecommender,
 )
+from sklearn_micro.embedding import engagement_matrix
 
 FACTORIES = {
     "popularity": lambda: PopularityRecommender(),
@@ -562,10 +562,7 @@ def test_als_fit_takes_implicits_steps():
 
     X_train, _ = DATA
     rec = ALSRecommender(n_components=4, alpha=2.0, iterations=3, random_state=0).fit(X_train)
-    log = check_log(X_train)
-    user, item = rec.user_ids_.lookup(log.user), rec.item_ids_.lookup(log.item)
-    counts = sp.csr_matrix((np.ones(user.shape[0], np.float32), (user, item)),
-                           shape=(len(rec.user_ids_), len(rec.item_ids_)))
+    counts = engagement_matrix(check_log(X_train), rec.user_ids_, rec.item_ids_)
     users, items = implicit_als_factors(counts, 4, alpha=2.0, iterations=3, random_state=0)
     for ours, theirs in ((rec.user_factors_, users), (rec.item_factors_, items)):
         np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-4 * np.abs(theirs).max())

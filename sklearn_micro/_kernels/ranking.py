@@ -38,11 +38,11 @@ def _push(out_items, out_scores, r, n, item, score, tie_key):
 
 @njit(cache=True, nogil=True)
 def place_neighbours(indptr, rows, neighbours, distances, candidates, cand, cand_scores):
-    """Write the ``k`` neighbours of each query ``t`` (``neighbours[t]``, positions in
-    ``candidates``, -1 for none; cosine ``distances[t]``) at the start of its row
-    ``rows[t]`` of the CSR ``indptr``: the item ``candidates[j]`` into ``cand`` and the
-    similarity ``1 - distance`` (float32) into ``cand_scores``; slots of -1 are left as
-    they are."""
+    """Write the ``k`` neighbours of each query ``t`` at the start of its row ``rows[t]``
+    of the CSR ``indptr``: neighbour ``j`` (``neighbours[t, j]``, a position in
+    ``candidates``, -1 for none) as the item ``candidates[neighbours[t, j]]`` into ``cand``
+    and its similarity ``1 - distances[t, j]`` (cosine, in float32) into ``cand_scores``;
+    the slots of a -1 are left as they are."""
     one = np.float32(1.0)
     for t in range(rows.shape[0]):
         base = indptr[rows[t]]
