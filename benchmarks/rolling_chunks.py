@@ -34,6 +34,13 @@ script fails.
 
     python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO --paired
     python benchmarks/rolling_chunks.py OUT_1_20 --chunks 8 --method MiCRO --beside
+
+With ``--steps`` (``--method MiCRO``), each chunk is taken by the shared evaluation's
+step alone, as ``reproduce`` takes it (both rows scored, the chunk sampled), and timed:
+run from two checkouts one after the other (the script copied into the earlier one), it
+compares their whole evaluation step on the same chunks.
+
+    python benchmarks/rolling_chunks.py OUT_FULL --chunks 3 --method MiCRO --steps
 """
 
 from __future__ import annotations
@@ -83,6 +90,8 @@ def run_arguments(description: str, chunks: int, argv=None, *, shared: bool = Fa
         mode.add_argument("--beside", action="store_true",
                           help="take each chunk as the shared evaluation does, sampling it "
                                "after scoring and while scoring, in turn, and compare")
+        mode.add_argument("--steps", action="store_true",
+                          help="take each chunk as the shared evaluation does, and time it")
     return parser.parse_args(argv)
 
 
@@ -205,6 +214,17 @@ def beside(model, test, n_chunks: int) -> None:
         experiment._can_learn_beside = can
 
 
+def steps(model, test, n_chunks: int) -> None:
+    """The shared evaluation's step (`experiment._SharedSampler.step`) on each chunk."""
+    evaluation = experiment._SharedSampler(model, m_values=(50, 100))
+    print("| chunk | engagements | users scored | step s (cpu) | sweeps |")
+    print("|---|---:|---:|---:|---:|")
+    for chunk, rows, part in _first_chunks(test, n_chunks):
+        n_users, step_s = _timed(evaluation.step, part)
+        print(f"| {chunk} | {len(rows):,} | {n_users:,} | {step_s} | "
+              f"{model.n_sweeps_[chunk]} |", flush=True)
+
+
 def main(argv=None) -> int:
     args = run_arguments(__doc__.splitlines()[0], 3, argv, shared=True)
     model, test = fitted_and_test(args.out, args.method, args.train_chunks)
@@ -221,6 +241,10 @@ def main(argv=None) -> int:
         print(f"{args.out}, {args.method}: the shared evaluation, each chunk sampled after "
               "it is scored and while it is scored\n")
         beside(model, test, args.chunks)
+        return 0
+    if args.steps:
+        print(f"{args.out}, {args.method}: the shared evaluation's steps\n")
+        steps(model, test, args.chunks)
         return 0
     evaluation = RollingEvaluation(model, m_values=(50, 100))
     print(f"{args.out}, {args.method}\n")

@@ -31,6 +31,8 @@ from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro import micro as micro_module
 from sklearn_micro._kernels.topm import (
     CUT_SAMPLE,
+    RANGE_ITEMS,
+    RANGE_ROWS,
     group_by_interest,
     mixture_topm,
     personal_ranks,
@@ -560,6 +562,11 @@ def sorted_candidates(x, r, lam):
 # these small rows hard (the pass is often made again with no cut); 512, the default,
 # leaves them uncut
 CUT_SAMPLES = st.sampled_from([0, 2, 4, 512])
+# rows of a block and items of a range of `personal_topm`'s scratch: 1 to 7 items split
+# these small chunks into ranges (each block of rows scattered range by range), the
+# default does not
+RANGES = st.tuples(st.sampled_from([1, 2, RANGE_ROWS]), st.sampled_from([1, 2, 3, 7,
+                                                                          RANGE_ITEMS]))
 
 
 def grouped_chunk(x, grouped):
@@ -577,17 +584,19 @@ def grouped_chunk(x, grouped):
             x["chunk_items"][order], local_of, local_of[x["pop_order"]])
 
 
-def check_personal_topm(x, sample, grouped):
+def check_personal_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
     """`personal_topm` against a sort of every candidate; with ``paper``, the same lists
-    and `mixture_topm`'s from the same scatter."""
+    and `mixture_topm`'s from the same scatter. ``ranges``, a block's rows and a range's
+    items, scatters the chunk range by range (`_block_candidates`) when a range holds
+    fewer items than the chunk."""
     phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
     args = (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
             x["r_item"], x["r_w"], x["phi_ptr"], phi_item, phi_cnt, pop, share, local_items,
             x["chunk_items"], local_of, pop_order, x["seen_ptr"], x["seen_items"], x["m"], 2,
             sample)
-    items, scores, *no_paper = personal_topm(*args)
+    items, scores, *no_paper = personal_topm(*args, False, ranges[1], ranges[0])
     assert [a.shape[0] for a in no_paper] == [0, 0, 0]
-    both = personal_topm(*args, True)
+    both = personal_topm(*args, True, ranges[1], ranges[0])
     np.testing.assert_array_equal(both[0], items)
     np.testing.assert_array_equal(both[1], scores)
     alone = mixture_topm(x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item,
@@ -624,9 +633,9 @@ def check_mixture_topm(x, sample, grouped):
 
 
 @settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), CUT_SAMPLES, st.booleans())
-def test_personal_topm_equals_a_sort_of_every_candidate(x, sample, grouped):
-    check_personal_topm(x, sample, grouped)
+@given(ranking_inputs(), CUT_SAMPLES, st.booleans(), RANGES)
+def test_personal_topm_equals_a_sort_of_every_candidate(x, sample, grouped, ranges):
+    check_personal_topm(x, sample, grouped, ranges)
 
 
 @settings(max_examples=200, deadline=None)
@@ -665,6 +674,7 @@ def test_a_cut_too_high_is_made_good_by_a_second_pass(m, n_recent):
     x = unlucky_sample_inputs(CUT_SAMPLE * 10, m, n_recent)
     check_mixture_topm(x, CUT_SAMPLE, grouped=False)
     check_personal_topm(x, CUT_SAMPLE, grouped=False)
+    check_personal_topm(x, CUT_SAMPLE, grouped=False, ranges=(RANGE_ROWS, 1000))
 
 
 @settings(max_examples=200, deadline=None)

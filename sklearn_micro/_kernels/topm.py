@@ -183,6 +183,14 @@ SELECT_RATIO = 16
 # heap (`_offer_touched`). 0 offers every candidate to the heap (benchmarks/recommend.py
 # and benchmarks/ranking_work.py measure the ways).
 CUT_SAMPLE = 512
+# Items of the latest chunk that a range of a row's scratch of scores covers in
+# `personal_topm`: 32,768 float64 scores, 256 KB, stay in a core's L2 cache while a block
+# of `RANGE_ROWS` rows is scattered into them (the block's candidate lists, about 12 bytes
+# an entry, are read back by the selections). A chunk of more items is scattered range by
+# range, each block of rows in turn; a chunk of fewer, one row at a time (the scratch
+# itself stays in the cache). docs/scale.md, "Large chunks scattered range by range".
+RANGE_ITEMS = 1 << 15
+RANGE_ROWS = 8
 
 
 @njit(cache=True)
@@ -219,9 +227,10 @@ def _keep_best(hs, hp, hi, n, m, scratch):
 
 
 @njit(cache=True)
-def _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched):
+def _scatter(r, q_ptr, q_k, q_w, starts, ends, phi_item, phi_cnt, acc, touched):
     """Add row r's ``q_w[k] * phi_cnt[k, li]`` into ``acc`` (zero on entry) and list the
-    local items it touched, once each, in ``touched``; returns their number.
+    local items it touched, once each, in ``touched``; returns their number. The entries of
+    interest k read are ``starts[k]`` to ``ends[k]`` (rows of `_range_pointers`).
 
     Every entry writes its item at the list's end, which moves on only where the item's
     score was still 0 (every weight and count is positive): no branch on the item, whose
@@ -232,13 +241,34 @@ def _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched):
     for q in range(q_ptr[r], q_ptr[r + 1]):
         k = q_k[q]
         w = q_w[q]
-        for p in range(phi_ptr[k], phi_ptr[k + 1]):
+        for p in range(starts[k], ends[k]):
             li = phi_item[p]
             a = acc[li]
             touched[nt] = li
             nt += a == 0.0
             acc[li] = a + w * phi_cnt[p]
     return nt
+
+
+@njit(cache=True)
+def _range_pointers(phi_ptr, phi_item, n_local, range_items):
+    """``ranges[j, k]``: interest k's first entry of a local item from ``j * range_items``
+    on (the last row, its end), for ``ceil(n_local / range_items)`` ranges (at least 1).
+
+    With more than one range, each interest's entries must be in increasing local item,
+    as `group_by_interest` orders them; rows ``j`` and ``j + 1`` are then the entries of
+    range j, `_scatter`'s ``starts`` and ``ends``.
+    """
+    n_k = phi_ptr.shape[0] - 1
+    n_ranges = max(1, (n_local + range_items - 1) // range_items)
+    ranges = np.empty((n_ranges + 1, n_k), np.int64)
+    for k in range(n_k):
+        ranges[0, k] = phi_ptr[k]
+        ranges[n_ranges, k] = phi_ptr[k + 1]
+        for j in range(1, n_ranges):
+            ranges[j, k] = lower_bound(phi_item, ranges[j - 1, k], phi_ptr[k + 1],
+                                       j * range_items)
+    return ranges
 
 
 @njit(cache=True)
@@ -263,6 +293,20 @@ def _gather_scores(touched, nt, acc, keep, base, share, item_share, sc, clear):
             sc[t] = keep * (base + share * item_share[li] + acc[li])
             if clear:
                 acc[li] = 0.0
+
+
+@njit(cache=True)
+def _scale_scores(touched, nt, keep, base, share, item_share, sc):
+    """``sc[t] = keep * (base + share * item_share[li] + sc[t])`` for each touched item
+    ``li = touched[t]``: `_gather_scores`' scores, from the interests' scores it gathers
+    with ``keep = 1``, ``base = 0`` and ``share = 0`` (the same floating-point sums), so
+    that a second ranking of the row reads them in order instead of from ``acc``."""
+    if share == 0.0:
+        for t in range(nt):
+            sc[t] = keep * (base + sc[t])
+    else:
+        for t in range(nt):
+            sc[t] = keep * (base + share * item_share[touched[t]] + sc[t])
 
 
 @njit(cache=True)
@@ -367,6 +411,7 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     n_filled = np.zeros(n, np.int64)
     no_mark = np.zeros(0, np.uint8)
     no_share = np.zeros(0)  # never read: the share weight is 0
+    whole = _range_pointers(phi_ptr, phi_item, n_local, max(n_local, 1))
     # one block per thread: each holds item-sized scratch, allocated once per call
     n_blocks = max(1, min(n, n_threads))
     for b in prange(n_blocks):
@@ -378,7 +423,8 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
         hi = np.empty(n_local, np.int64)
         scratch = np.empty(n_local)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
+            nt = _scatter(r, q_ptr, q_k, q_w, whole[0], whole[1], phi_item, phi_cnt, acc,
+                          touched)
             n_filled[r] = _mixture_row(r, touched, nt, acc, CLEAR_ACC, q_base, item_pop,
                                        chunk_items, seen_indptr, seen_items, m, sample,
                                        no_mark, no_share, hs, hp, hi, sc, scratch, items[r],
@@ -394,6 +440,16 @@ def _mixture_row(r, touched, nt, acc, clear, q_base, item_pop, chunk_items, seen
     ``out_items`` and ``out_scores``, best first; returns how many slots it filled.
     ``clear`` sets their ``acc`` back to 0; ``no_mark`` and ``no_share`` are empty."""
     _gather_scores(touched, nt, acc, 1.0, 0.0, 0.0, no_share, sc, clear)
+    return _mixture_select(r, touched, sc, nt, q_base, item_pop, chunk_items, seen_indptr,
+                           seen_items, m, sample, no_mark, hs, hp, hi, scratch, out_items,
+                           out_scores)
+
+
+@njit(cache=True)
+def _mixture_select(r, touched, sc, nt, q_base, item_pop, chunk_items, seen_indptr,
+                    seen_items, m, sample, no_mark, hs, hp, hi, scratch, out_items,
+                    out_scores):
+    """`_mixture_row` from the candidates' gathered scores: ``sc[t]`` of ``touched[t]``."""
     lo = seen_indptr[r]
     hi_seen = seen_indptr[r + 1]
     size = _offer_touched(touched, sc, nt, no_mark, item_pop, chunk_items, seen_items, lo,
@@ -443,44 +499,135 @@ def group_by_interest(phi_ptr, phi_item, phi_cnt, n_local):
 
 
 @njit(cache=True)
-def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item, phi_cnt,
-                         sorted_items, local_of, acc, mark, touched, recent_local):
-    """Score row r's interests into ``acc`` and find its recent items in the chunk.
-
-    The local items with a count in one of the row's interests get ``acc[li] = sum_k
-    q_w[k] * phi_cnt[k, li]`` (above 0: every weight and count is positive) and a place in
-    ``touched`` (their number is returned); the row's recent items of the chunk get
-    ``mark[li] = 2`` and their local index in ``recent_local`` (-1 for a recent item
-    outside the chunk): a recent item is looked up in ``sorted_items``, the chunk's global
-    items sorted, whose position ``pos`` is the local index ``local_of[pos]``.
-    """
+def _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local):
+    """Row r's recent items' local indices into ``recent_local`` (-1 for one outside the
+    chunk): each is looked up in ``sorted_items``, the chunk's global items sorted, whose
+    position ``pos`` is the local index ``local_of[pos]``."""
     n_local = sorted_items.shape[0]
-    nt = _scatter(r, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt, acc, touched)
     for p in range(r_ptr[r], r_ptr[r + 1]):
         item = r_item[p]
         pos = lower_bound(sorted_items, ZERO, n_local, item)
         if pos < n_local and sorted_items[pos] == item:
-            li = local_of[pos]
-            mark[li] = 2
-            recent_local[p - r_ptr[r]] = li
+            recent_local[p - r_ptr[r]] = local_of[pos]
         else:
             recent_local[p - r_ptr[r]] = -1
+
+
+@njit(cache=True)
+def _mark_recent(r, r_ptr, recent_local, mark, value):
+    """``mark[li] = value`` for row r's recent items of the chunk (`_find_recent`)."""
+    for p in range(r_ptr[r + 1] - r_ptr[r]):
+        li = recent_local[p]
+        if li >= 0:
+            mark[li] = value
+
+
+@njit(cache=True)
+def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, whole, phi_item, phi_cnt,
+                         sorted_items, local_of, acc, mark, touched, recent_local,
+                         recent_acc):
+    """Score row r's interests into ``acc`` and find its recent items in the chunk.
+
+    The local items with a count in one of the row's interests (``whole``: one range of
+    `_range_pointers`) get ``acc[li] = sum_k q_w[k] * phi_cnt[k, li]`` (above 0: every
+    weight and count is positive) and a place in ``touched`` (their number is returned);
+    the row's recent items of the chunk get ``mark[li] = 2``, their local index in
+    ``recent_local`` (`_find_recent`) and their ``acc`` in ``recent_acc`` (0 outside the
+    chunk).
+    """
+    nt = _scatter(r, q_ptr, q_k, q_w, whole[0], whole[1], phi_item, phi_cnt, acc, touched)
+    _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local)
+    _mark_recent(r, r_ptr, recent_local, mark, np.uint8(2))
+    for p in range(r_ptr[r + 1] - r_ptr[r]):
+        li = recent_local[p]
+        recent_acc[p] = acc[li] if li >= 0 else 0.0
     return nt
 
 
 @njit(cache=True)
-def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, touched, nt,
-                     recent_local, item_pop, item_share, chunk_items, pop_order,
-                     seen_indptr, seen_items, hs, hp, hi, sc, scratch, m, sample):
-    """The top-m of ``s(i)`` for row r into the heap ``hs, hp, hi``, after
-    `_personal_candidates`; returns its size.
+def _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr, r_item,
+                      sorted_items, local_of, acc, touched, cand_start, cand_end, cand_item,
+                      cand_score, recent_local, recent_acc):
+    """The candidates of rows ``r0`` to ``r1`` with their interests' scores, and their
+    recent items, for `personal_topm`.
 
-    ``s(i) = (1 - lam) * (base + share_weight * item_share[li] + acc[li]) + lam * r_w(i)``
-    for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it. The heap and
-    ``scratch`` hold the row's recent items (their best m by `_keep_best`), then the
-    ``nt`` candidates are offered (`_offer_touched`, whose ``sample`` it is), their scores
-    gathered into ``sc``, then the chunk's other items (neither a candidate, ``acc`` 0, nor
-    a recent item, ``mark`` 0). The order of the candidates does not change the top m (the
+    Row ``r`` (``i = r - r0``) gets its candidates (the local items with a count in one of
+    its interests) in ``cand_item[cand_start[i]:cand_end[i]]`` and their scores ``sum_k
+    q_w[k] * phi_cnt[k, li]`` at the same places of ``cand_score``; its recent items' local
+    indices in ``recent_local[i]`` (`_find_recent`) and their scores in ``recent_acc[i]``
+    (0 for an item outside the chunk or without a count in the row's interests). Each
+    range of ``ranges`` (`_range_pointers`) is scattered into ``acc`` by every row of the
+    block in turn, gathered and cleared, so that the part of ``acc`` written stays in the
+    cache from row to row. Each item's sum adds its counts in the same order as a whole
+    `_scatter` (an item's entries all lie in its range): the same scores bit for bit.
+    """
+    n_local = acc.shape[0]
+    cand_start[0] = 0
+    for r in range(r0, r1):
+        i = r - r0
+        entries = ZERO
+        for q in range(q_ptr[r], q_ptr[r + 1]):
+            k = q_k[q]
+            entries += ranges[ranges.shape[0] - 1, k] - ranges[0, k]
+        cand_start[i + 1] = cand_start[i] + min(entries, n_local)
+        cand_end[i] = cand_start[i]
+        _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local[i])
+        for p in range(r_ptr[r + 1] - r_ptr[r]):
+            recent_acc[i, p] = 0.0
+    for j in range(ranges.shape[0] - 1):
+        for r in range(r0, r1):
+            i = r - r0
+            nt = _scatter(r, q_ptr, q_k, q_w, ranges[j], ranges[j + 1], phi_item, phi_cnt,
+                          acc, touched)
+            for p in range(r_ptr[r + 1] - r_ptr[r]):
+                li = recent_local[i, p]
+                if li >= 0 and acc[li] != 0.0:
+                    recent_acc[i, p] = acc[li]
+            f = cand_end[i]
+            for t in range(nt):
+                li = touched[t]
+                cand_item[f + t] = li
+                cand_score[f + t] = acc[li]
+                acc[li] = 0.0
+            cand_end[i] = f + nt
+
+
+@njit(cache=True)
+def _block_capacity(first, last, n_rows, q_ptr, q_k, phi_ptr, n_local):
+    """The most candidate slots `_block_candidates` needs for a block of ``n_rows`` of the
+    rows ``first`` to ``last``: a row's entries, or the chunk's items if fewer."""
+    most = ZERO
+    for r0 in range(first, last, n_rows):
+        total = ZERO
+        for r in range(r0, min(last, r0 + n_rows)):
+            entries = ZERO
+            for q in range(q_ptr[r], q_ptr[r + 1]):
+                k = q_k[q]
+                entries += phi_ptr[k + 1] - phi_ptr[k]
+            total += min(entries, n_local)
+        most = max(most, total)
+    return most
+
+
+@njit(cache=True)
+def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_acc, mark,
+                     touched, nt, candidates, n_candidates, recent_local, item_pop,
+                     item_share, chunk_items, pop_order, seen_indptr, seen_items, hs, hp, hi,
+                     sc, scratch, m, sample):
+    """The top-m of ``s(i)`` for row r into the heap ``hs, hp, hi``, after
+    `_block_candidates` or `_personal_candidates`; returns its size.
+
+    ``s(i) = (1 - lam) * (base + share_weight * item_share[li] + x(li)) + lam * r_w(i)``
+    for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it, ``x`` being
+    the interests' score (the sum those scatter): ``sc[t]`` holds it for the
+    ``nt`` items ``touched[t]`` offered, and becomes their ``s``; ``recent_acc`` holds it
+    for the recent items. The heap and ``scratch`` hold the row's recent items (their best
+    m by `_keep_best`), then the ``nt`` items are offered (`_offer_touched`, whose
+    ``sample`` it is), then the chunk's other items: neither a recent item (``mark`` 2)
+    nor one of the ``n_candidates`` items of ``candidates``, all the items with an
+    interests' score (``touched`` or more). These differ by ``item_share`` alone, so they
+    are taken in ``pop_order`` until one cannot enter; the candidates are marked (3) for
+    that only when one can. The order of the items offered does not change the top m (the
     order of ranking is total).
     """
     lo = seen_indptr[r]
@@ -491,7 +638,8 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
         li = recent_local[p - r_ptr[r]]
         if li >= 0:
             item = chunk_items[li]
-            s = keep * (base + share_weight * item_share[li] + acc[li]) + lam * r_w[p]
+            s = (keep * (base + share_weight * item_share[li] + recent_acc[p - r_ptr[r]])
+                 + lam * r_w[p])
             pop = item_pop[li]
         else:
             item = r_item[p]
@@ -505,34 +653,47 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, acc, mark, 
         size += 1
     size = _keep_best(hs, hp, hi, size, m, scratch)
     n_recent = r_ptr[r + 1] - r_ptr[r]
-    _gather_scores(touched, nt, acc, keep, base, share_weight, item_share, sc, KEEP_ACC)
+    _scale_scores(touched, nt, keep, base, share_weight, item_share, sc)
     size = _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
                           hi_seen, m, m + hi_seen - lo + n_recent, sample, hs, hp, hi, size,
                           scratch)
+    if pop_order.shape[0] == 0:
+        return size
+    if size == m and keep * (base + share_weight * item_share[pop_order[0]]) < hs[0]:
+        return size  # not even the most popular of the other items can enter
     # the other items of the chunk, in popularity order, while they can enter
+    _mark_unmarked(candidates, n_candidates, mark, np.uint8(0), np.uint8(3))
     for j in range(pop_order.shape[0]):
         li = pop_order[j]
-        if mark[li] != 0 or acc[li] != 0.0:
-            continue
         s = keep * (base + share_weight * item_share[li])
         if size == m and s < hs[0]:
-            break
+            break  # nor can any item after it
+        if mark[li] != 0:
+            continue
         item = chunk_items[li]
         if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
             continue
         size, kept = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
         if not kept:
             break
+    _mark_unmarked(candidates, n_candidates, mark, np.uint8(3), np.uint8(0))
     return size
+
+
+@njit(cache=True)
+def _mark_unmarked(items, n, mark, old, new):
+    """``mark[li] = new`` for the first ``n`` of ``items`` whose mark is ``old``."""
+    for t in range(n):
+        li = items[t]
+        if mark[li] == old:
+            mark[li] = new
 
 
 @njit(cache=True)
 def _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local):
     for t in range(nt):
         acc[touched[t]] = 0.0
-    for p in range(r_ptr[r + 1] - r_ptr[r]):
-        if recent_local[p] >= 0:
-            mark[recent_local[p]] = 0
+    _mark_recent(r, r_ptr, recent_local, mark, np.uint8(0))
 
 
 @njit(cache=True)
@@ -547,7 +708,8 @@ def _max_row(indptr):
 def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                   phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items, sorted_items,
                   local_of, pop_order, seen_indptr, seen_items, m, n_threads,
-                  sample=CUT_SAMPLE, paper=False):
+                  sample=CUT_SAMPLE, paper=False, range_items=RANGE_ITEMS,
+                  range_rows=RANGE_ROWS):
     """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` for each query row r,
     and with ``paper`` the top m of the interests' own score for the same rows.
 
@@ -574,6 +736,11 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     scatter, a row's main cost on a large chunk, is then paid once for both (1.6 times the
     two kernels' speed on a full-scale test chunk, docs/scale.md).
 
+    A chunk of more than ``range_items`` items is scattered range by range of items, a
+    block of ``range_rows`` rows at a time (`_block_candidates`); each interest's entries
+    must then be in increasing local item, as `group_by_interest` orders them. The lists
+    and scores are the same for any ``range_items`` and ``range_rows``.
+
     Returns
     -------
     items, scores : ndarray of shape (n, m)
@@ -591,36 +758,54 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     paper_scores = np.full((n_paper, m), -np.inf)
     paper_filled = np.zeros(n_paper, np.int64)
     no_mark = np.zeros(0, np.uint8)
-    no_share = np.zeros(0)  # never read: the paper's ranking has no share weight
+    ranges = _range_pointers(phi_ptr, phi_item, n_local, range_items)
+    n_rows = max(1, range_rows) if ranges.shape[0] > 2 else 1
     n_blocks = max(1, min(n, n_threads))
     max_recent = _max_row(r_ptr)
     for b in prange(n_blocks):
+        first = b * n // n_blocks
+        last = (b + 1) * n // n_blocks
         acc = np.zeros(n_local)
         mark = np.zeros(n_local, np.uint8)
         touched = np.empty(n_local + 1, np.int32)
-        recent_local = np.empty(max_recent, np.int64)
+        capacity = _block_capacity(first, last, n_rows, q_ptr, q_k, phi_ptr, n_local)
+        cand_item = np.empty(capacity, np.int32)
+        cand_score = np.empty(capacity)
+        cand_start = np.empty(n_rows + 1, np.int64)
+        cand_end = np.empty(n_rows, np.int64)
+        recent_local = np.empty((n_rows, max_recent), np.int64)
+        recent_acc = np.empty((n_rows, max_recent))
         hs = np.empty(n_local + max_recent)
         hp = np.empty(n_local + max_recent)
         hi = np.empty(n_local + max_recent, np.int64)
-        sc = np.empty(n_local)
         scratch = np.empty(n_local + max_recent)
-        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item,
-                                      phi_cnt, sorted_items, local_of, acc, mark, touched,
-                                      recent_local)
-            if paper:
-                # `mixture_topm`'s row from the same scatter (recent items are not marked
-                # for it); ``acc`` stays for the ranking below
-                paper_filled[r] = _mixture_row(r, touched, nt, acc, KEEP_ACC, q_base, item_pop,
-                                               chunk_items, seen_indptr, seen_items, m,
-                                               sample, no_mark, no_share, hs, hp, hi, sc,
-                                               scratch, paper_items[r], paper_scores[r])
-            size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
-                                    acc, mark, touched, nt, recent_local, item_pop,
-                                    item_share, chunk_items, pop_order, seen_indptr,
-                                    seen_items, hs, hp, hi, sc, scratch, m, sample)
-            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
-            _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
+        for r0 in range(first, last, n_rows):
+            r1 = min(last, r0 + n_rows)
+            # the block's candidates and their interests' scores, read once from ``acc``
+            # (set back to 0 on the way); both rankings then read them in order
+            _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr,
+                              r_item, sorted_items, local_of, acc, touched, cand_start,
+                              cand_end, cand_item, cand_score, recent_local, recent_acc)
+            for r in range(r0, r1):
+                i = r - r0
+                nt = cand_end[i] - cand_start[i]
+                cand = cand_item[cand_start[i]:cand_end[i]]
+                sc = cand_score[cand_start[i]:cand_end[i]]
+                if paper:
+                    # `mixture_topm`'s row from the same scores (recent items are not
+                    # marked for it); ``sc`` stays for the ranking below
+                    paper_filled[r] = _mixture_select(r, cand, sc, nt, q_base, item_pop,
+                                                      chunk_items, seen_indptr, seen_items, m,
+                                                      sample, no_mark, hs, hp, hi, scratch,
+                                                      paper_items[r], paper_scores[r])
+                _mark_recent(r, r_ptr, recent_local[i], mark, np.uint8(2))
+                size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
+                                        recent_acc[i], mark, cand, nt, cand, nt,
+                                        recent_local[i], item_pop, item_share, chunk_items,
+                                        pop_order, seen_indptr, seen_items, hs, hp, hi, sc,
+                                        scratch, m, sample)
+                _mark_recent(r, r_ptr, recent_local[i], mark, np.uint8(0))
+                _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores, paper_items, paper_scores, paper_filled
 
 
@@ -653,6 +838,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
     identity = np.empty(n_local, np.int32)
     for li in range(n_local):
         identity[li] = li
+    whole = _range_pointers(phi_ptr, phi_item, n_local, max(n_local, 1))
     n_blocks = max(1, min(n, n_threads))
     max_recent = _max_row(r_ptr)
     for b in prange(n_blocks):
@@ -661,15 +847,17 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
         touched = np.empty(n_local + 1, np.int32)
         leading = np.empty(n_local, np.int32)
         recent_local = np.empty(max_recent, np.int64)
+        recent_acc = np.empty(max_recent)
+        leading_x = np.empty(n_local)
         hs = np.empty(n_local + max_recent)
         hp = np.empty(n_local + max_recent)
         hi = np.empty(n_local + max_recent, np.int64)
         sc = np.empty(n_local)
         scratch = np.empty(n_local + max_recent)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, phi_ptr, phi_item,
+            nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, whole, phi_item,
                                       phi_cnt, chunk_items, identity, acc, mark, touched,
-                                      recent_local)
+                                      recent_local, recent_acc)
             # the m-th best x of the interests' items that are not recent
             size = ZERO
             for t in range(nt):
@@ -686,15 +874,17 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                 li = touched[t]
                 if mark[li] != 2 and q_base[r] + q_share[r] * item_share[li] + acc[li] >= bound:
                     leading[n_leading] = li
+                    leading_x[n_leading] = acc[li]
                     n_leading += 1
             lo = rel_ptr[r]
             hi_rel = rel_ptr[r + 1]
             for g in range(n_lams):
+                sc[:n_leading] = leading_x[:n_leading]
                 size = _personal_select(r, lams[g], q_base[r], q_share[r], r_ptr, r_item,
-                                        r_w, acc, mark, leading, n_leading, recent_local,
-                                        item_pop, item_share, chunk_items, pop_order,
-                                        no_seen_ptr, no_seen, hs, hp, hi, sc, scratch, m,
-                                        sample)
+                                        r_w, recent_acc, mark, leading, n_leading, touched,
+                                        nt, recent_local, item_pop, item_share, chunk_items,
+                                        pop_order, no_seen_ptr, no_seen, hs, hp, hi, sc,
+                                        scratch, m, sample)
                 best = -1
                 for e in range(size):
                     if hi_rel > lo and _is_seen(rel_item, lo, hi_rel, hi[e]):
