@@ -9,8 +9,9 @@ this checkout's `mixture_topm` and `personal_topm` and with those of ``--before`
 checkout of an earlier commit (``git worktree add /tmp/before COMMIT``), loaded beside them
 in the same process: the least cpu time (all threads) of ``--repeat`` interleaved calls,
 and whether both give the same lists. A model whose paper's model ranks from its own
-latest chunk (`MiCRO._ranks_with_paper`, the defaults) is also timed as ``reproduce``
-ranks its two rows, from one scatter a user (`MiCRO._recommend_with_paper`). With
+latest chunk (`MiCRO._ranks_with_paper`, the defaults) is also timed as its paper's model
+ranks alone (`mixture_topm`) and as ``reproduce`` ranks its two rows, from one scatter a
+user (`MiCRO._recommend_with_paper`). With
 ``--ranges``, that ranking is also timed with this checkout's `personal_topm` for each
 (rows, items) of a block and range of its scatter (``range_rows``, ``range_items``; a
 range of the chunk's items or more is no ranges), against its defaults. docs/scale.md
@@ -26,6 +27,7 @@ quotes it ("Keeping a row's top m", "Large chunks scattered range by range").
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import pickle
 import sys
@@ -125,6 +127,9 @@ def main(argv=None):
         print("|---|---|---:|---:|---:|---|")
         ways = {"`recommend`": lambda seen: model._recommend(users, 100, seen)}
         if model._ranks_with_paper():
+            paper = model.paper_model()
+            ways["the paper's model's `recommend`"] = lambda seen: paper._recommend(users, 100,
+                                                                                    seen)
             ways["both rows, one scatter"] = lambda seen: paired(model, users, seen)
         for way, rank in ways.items():
             for exclude in (False, True):
@@ -152,8 +157,6 @@ def main(argv=None):
 
 def ranges(model, users, settings, repeat):
     """Both rows from one scatter with each block of rows and range of items."""
-    import functools
-
     kernel = micro_module.personal_topm
     seen = np.zeros(users.size + 1, np.int64), np.empty(0, np.int64)
     print("\n| rows of a block, items of a range | both rows, cpu us per user | the same "

@@ -8,7 +8,9 @@ per item, interest rows (mean and size-biased), candidate entries per user, and
 m = 100, one thread, nothing seen, the least of 3 calls, interleaved) three ways: with the
 chunk's items as stored, numbered interest by interest (`group_by_interest`), and so
 numbered with every candidate offered to the heap of m (``sample=0``, no sampled cut).
-docs/scale.md quotes it ("Why MiCRO's ranking grows faster than the log").
+Every way scatters a row at a time over the whole chunk (no ranges of items, which the
+items as stored do not allow), so that the numbering alone is compared. docs/scale.md
+quotes it ("Why MiCRO's ranking grows faster than the log").
 
     python benchmarks/ranking_work.py OUT_1_100 OUT_1_20 OUT_1_4
     python benchmarks/ranking_work.py --rolling OUT_FULL
@@ -72,7 +74,7 @@ def row(model, n_users=20_000, m=100, repeat=3) -> str:
         for name, (chunk, sample) in ways.items():
             start = time.process_time()
             lists[name] = mixture_topm(ptr, k, w, base, model.phi_indptr_, *chunk, *no_seen,
-                                       m, 1, sample)
+                                       m, 1, sample, max(1, model.chunk_items_.size))
             best[name] = min(best[name], time.process_time() - start)
     for name in ways:
         for a, b in zip(lists[name], lists["grouped"], strict=True):

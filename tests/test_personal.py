@@ -562,7 +562,7 @@ def sorted_candidates(x, r, lam):
 # these small rows hard (the pass is often made again with no cut); 512, the default,
 # leaves them uncut
 CUT_SAMPLES = st.sampled_from([0, 2, 4, 512])
-# rows of a block and items of a range of `personal_topm`'s scratch: 1 to 7 items split
+# rows of a block and items of a range of the top-m kernels' scratch: 1 to 7 items split
 # these small chunks into ranges (each block of rows scattered range by range), the
 # default does not
 RANGES = st.tuples(st.sampled_from([1, 2, RANGE_ROWS]), st.sampled_from([1, 2, 3, 7,
@@ -611,11 +611,11 @@ def check_personal_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
         assert (items[r, len(want):] == -1).all()
 
 
-def check_mixture_topm(x, sample, grouped):
+def check_mixture_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
     phi_item, phi_cnt, pop, _, items, _, _ = grouped_chunk(x, grouped)
     items, scores, n_filled = mixture_topm(
         x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item, phi_cnt, pop,
-        items, x["seen_ptr"], x["seen_items"], x["m"], 2, sample)
+        items, x["seen_ptr"], x["seen_items"], x["m"], 2, sample, ranges[1], ranges[0])
     for r in range(items.shape[0]):
         acc = np.zeros(x["chunk_items"].shape[0])
         for q in range(x["q_ptr"][r], x["q_ptr"][r + 1]):
@@ -639,9 +639,9 @@ def test_personal_topm_equals_a_sort_of_every_candidate(x, sample, grouped, rang
 
 
 @settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), CUT_SAMPLES, st.booleans())
-def test_mixture_topm_equals_a_sort_of_the_interests_items(x, sample, grouped):
-    check_mixture_topm(x, sample, grouped)
+@given(ranking_inputs(), CUT_SAMPLES, st.booleans(), RANGES)
+def test_mixture_topm_equals_a_sort_of_the_interests_items(x, sample, grouped, ranges):
+    check_mixture_topm(x, sample, grouped, ranges)
 
 
 def unlucky_sample_inputs(n_local, m, n_recent):
@@ -674,6 +674,7 @@ def test_a_cut_too_high_is_made_good_by_a_second_pass(m, n_recent):
     x = unlucky_sample_inputs(CUT_SAMPLE * 10, m, n_recent)
     check_mixture_topm(x, CUT_SAMPLE, grouped=False)
     check_personal_topm(x, CUT_SAMPLE, grouped=False)
+    check_mixture_topm(x, CUT_SAMPLE, grouped=False, ranges=(RANGE_ROWS, 1000))
     check_personal_topm(x, CUT_SAMPLE, grouped=False, ranges=(RANGE_ROWS, 1000))
 
 

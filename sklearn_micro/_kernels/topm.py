@@ -9,8 +9,6 @@ from .csr import keep_entries
 # literal 0 would make numba compile that kernel (and its callees) once more for the
 # constant, on top of the int64 version every other call needs.
 ZERO = np.int64(0)
-# the same for a flag: True or False would each compile the kernel they are passed to
-CLEAR_ACC, KEEP_ACC = np.bool_(True), np.bool_(False)
 
 
 @njit(cache=True)
@@ -272,35 +270,10 @@ def _range_pointers(phi_ptr, phi_item, n_local, range_items):
 
 
 @njit(cache=True)
-def _gather_scores(touched, nt, acc, keep, base, share, item_share, sc, clear):
-    """The score ``keep * (base + share * item_share[li] + acc[li])`` of each touched
-    candidate ``touched[t]`` into ``sc[t]``; ``clear`` sets its ``acc`` back to 0 on the way.
-
-    The selection then reads the row's scores in one array, in order, and a kernel that
-    clears as it gathers saves a pass over the scattered ``acc`` (about 5% of
-    `mixture_topm` on a full-scale chunk). ``keep = 1``, ``base = 0`` and ``share = 0``
-    give ``acc[li]`` itself; ``share * item_share`` is not read when ``share`` is 0.
-    """
-    if share == 0.0:
-        for t in range(nt):
-            li = touched[t]
-            sc[t] = keep * (base + acc[li])
-            if clear:
-                acc[li] = 0.0
-    else:
-        for t in range(nt):
-            li = touched[t]
-            sc[t] = keep * (base + share * item_share[li] + acc[li])
-            if clear:
-                acc[li] = 0.0
-
-
-@njit(cache=True)
 def _scale_scores(touched, nt, keep, base, share, item_share, sc):
     """``sc[t] = keep * (base + share * item_share[li] + sc[t])`` for each touched item
-    ``li = touched[t]``: `_gather_scores`' scores, from the interests' scores it gathers
-    with ``keep = 1``, ``base = 0`` and ``share = 0`` (the same floating-point sums), so
-    that a second ranking of the row reads them in order instead of from ``acc``."""
+    ``li = touched[t]``, from its interests' score ``sc[t]`` (`_block_candidates`): a
+    ranking's scores made in order from the row's candidate list."""
     if share == 0.0:
         for t in range(nt):
             sc[t] = keep * (base + sc[t])
@@ -333,8 +306,8 @@ def _sampled_cut(sc, nt, m, need, sample, scratch):
 def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo, hi_seen, m,
                    need, sample, hs, hp, hi, size, scratch):
     """Offer the row's touched candidates ``touched[t]``, each with its score ``sc[t]``
-    (`_gather_scores`), to the heap of the ``size`` best kept in ``hs, hp, hi``; returns
-    its new size.
+    (`_block_candidates`, `_scale_scores`), to the heap of the ``size`` best kept in
+    ``hs, hp, hi``; returns its new size.
 
     Items marked 2 in ``mark`` (when it is not empty) and seen items are left out. Up to
     `SELECT_RATIO` candidates a slot join the heap's own and the best m of them all are
@@ -387,7 +360,8 @@ def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
 
 @njit(cache=True, parallel=True)
 def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
-                 seen_indptr, seen_items, m, n_threads, sample=CUT_SAMPLE):
+                 seen_indptr, seen_items, m, n_threads, sample=CUT_SAMPLE,
+                 range_items=RANGE_ITEMS, range_rows=RANGE_ROWS):
     """Exact top-m of ``q_base[r] + sum_k q_w[k] * phi_cnt[k, i]`` for each query row r.
 
     ``q_*`` is a CSR of each query's interests and weights; ``phi_*`` a CSR from interest to
@@ -402,7 +376,9 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     selection; a row of more offers them to a heap of m, and from ``2 * sample``
     candidates on only those above a cut read from about ``sample`` of their scores
     (`_offer_touched`). Any ``sample`` gives the same lists; 0 offers every candidate to
-    the heap.
+    the heap. A chunk of more than ``range_items`` items is scattered range by range, as
+    in `personal_topm` (whose condition on ``phi_item`` holds then); the lists are the
+    same for any ``range_items`` and ``range_rows``.
     """
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
@@ -410,46 +386,50 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     scores = np.full((n, m), -np.inf)
     n_filled = np.zeros(n, np.int64)
     no_mark = np.zeros(0, np.uint8)
-    no_share = np.zeros(0)  # never read: the share weight is 0
-    whole = _range_pointers(phi_ptr, phi_item, n_local, max(n_local, 1))
-    # one block per thread: each holds item-sized scratch, allocated once per call
+    no_recent_ptr = np.zeros(n + 1, np.int64)
+    no_recent = np.empty(0, np.int64)
+    ranges = _range_pointers(phi_ptr, phi_item, n_local, range_items)
+    n_rows = max(1, range_rows) if ranges.shape[0] > 2 else 1
+    # one block of rows per thread: each holds item-sized scratch, allocated once per call
     n_blocks = max(1, min(n, n_threads))
     for b in prange(n_blocks):
+        first = b * n // n_blocks
+        last = (b + 1) * n // n_blocks
         acc = np.zeros(n_local)
         touched = np.empty(n_local + 1, np.int32)
-        sc = np.empty(n_local)
+        capacity = _block_capacity(first, last, n_rows, q_ptr, q_k, ranges, n_local)
+        cand_item = np.empty(capacity, np.int32)
+        cand_score = np.empty(capacity)
+        cand_start = np.empty(n_rows + 1, np.int64)
+        cand_end = np.empty(n_rows, np.int64)
+        no_local = np.empty((n_rows, 0), np.int64)
+        no_acc = np.empty((n_rows, 0))
         hs = np.empty(n_local)
         hp = np.empty(n_local)
         hi = np.empty(n_local, np.int64)
         scratch = np.empty(n_local)
-        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            nt = _scatter(r, q_ptr, q_k, q_w, whole[0], whole[1], phi_item, phi_cnt, acc,
-                          touched)
-            n_filled[r] = _mixture_row(r, touched, nt, acc, CLEAR_ACC, q_base, item_pop,
-                                       chunk_items, seen_indptr, seen_items, m, sample,
-                                       no_mark, no_share, hs, hp, hi, sc, scratch, items[r],
-                                       scores[r])
+        for r0 in range(first, last, n_rows):
+            r1 = min(last, r0 + n_rows)
+            _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt,
+                              no_recent_ptr, no_recent, no_recent, no_recent, acc, touched,
+                              cand_start, cand_end, cand_item, cand_score, no_local, no_acc)
+            for r in range(r0, r1):
+                i = r - r0
+                n_filled[r] = _mixture_select(
+                    r, cand_item[cand_start[i]:cand_end[i]],
+                    cand_score[cand_start[i]:cand_end[i]], cand_end[i] - cand_start[i],
+                    q_base, item_pop, chunk_items, seen_indptr, seen_items, m, sample, no_mark,
+                    hs, hp, hi, scratch, items[r], scores[r])
     return items, scores, n_filled
-
-
-@njit(cache=True)
-def _mixture_row(r, touched, nt, acc, clear, q_base, item_pop, chunk_items, seen_indptr,
-                 seen_items, m, sample, no_mark, no_share, hs, hp, hi, sc, scratch, out_items,
-                 out_scores):
-    """`mixture_topm`'s row r from its ``nt`` scattered candidates (`_scatter`) into
-    ``out_items`` and ``out_scores``, best first; returns how many slots it filled.
-    ``clear`` sets their ``acc`` back to 0; ``no_mark`` and ``no_share`` are empty."""
-    _gather_scores(touched, nt, acc, 1.0, 0.0, 0.0, no_share, sc, clear)
-    return _mixture_select(r, touched, sc, nt, q_base, item_pop, chunk_items, seen_indptr,
-                           seen_items, m, sample, no_mark, hs, hp, hi, scratch, out_items,
-                           out_scores)
 
 
 @njit(cache=True)
 def _mixture_select(r, touched, sc, nt, q_base, item_pop, chunk_items, seen_indptr,
                     seen_items, m, sample, no_mark, hs, hp, hi, scratch, out_items,
                     out_scores):
-    """`_mixture_row` from the candidates' gathered scores: ``sc[t]`` of ``touched[t]``."""
+    """`mixture_topm`'s row r from its ``nt`` candidates ``touched`` and their interests'
+    scores ``sc`` (`_block_candidates`) into ``out_items`` and ``out_scores``, best first;
+    returns how many slots it filled. ``no_mark`` is empty."""
     lo = seen_indptr[r]
     hi_seen = seen_indptr[r + 1]
     size = _offer_touched(touched, sc, nt, no_mark, item_pop, chunk_items, seen_items, lo,
@@ -523,33 +503,11 @@ def _mark_recent(r, r_ptr, recent_local, mark, value):
 
 
 @njit(cache=True)
-def _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, whole, phi_item, phi_cnt,
-                         sorted_items, local_of, acc, mark, touched, recent_local,
-                         recent_acc):
-    """Score row r's interests into ``acc`` and find its recent items in the chunk.
-
-    The local items with a count in one of the row's interests (``whole``: one range of
-    `_range_pointers`) get ``acc[li] = sum_k q_w[k] * phi_cnt[k, li]`` (above 0: every
-    weight and count is positive) and a place in ``touched`` (their number is returned);
-    the row's recent items of the chunk get ``mark[li] = 2``, their local index in
-    ``recent_local`` (`_find_recent`) and their ``acc`` in ``recent_acc`` (0 outside the
-    chunk).
-    """
-    nt = _scatter(r, q_ptr, q_k, q_w, whole[0], whole[1], phi_item, phi_cnt, acc, touched)
-    _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local)
-    _mark_recent(r, r_ptr, recent_local, mark, np.uint8(2))
-    for p in range(r_ptr[r + 1] - r_ptr[r]):
-        li = recent_local[p]
-        recent_acc[p] = acc[li] if li >= 0 else 0.0
-    return nt
-
-
-@njit(cache=True)
 def _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr, r_item,
                       sorted_items, local_of, acc, touched, cand_start, cand_end, cand_item,
                       cand_score, recent_local, recent_acc):
     """The candidates of rows ``r0`` to ``r1`` with their interests' scores, and their
-    recent items, for `personal_topm`.
+    recent items, for `personal_topm` and `personal_ranks`.
 
     Row ``r`` (``i = r - r0``) gets its candidates (the local items with a count in one of
     its interests) in ``cand_item[cand_start[i]:cand_end[i]]`` and their scores ``sum_k
@@ -565,11 +523,7 @@ def _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr,
     cand_start[0] = 0
     for r in range(r0, r1):
         i = r - r0
-        entries = ZERO
-        for q in range(q_ptr[r], q_ptr[r + 1]):
-            k = q_k[q]
-            entries += ranges[ranges.shape[0] - 1, k] - ranges[0, k]
-        cand_start[i + 1] = cand_start[i] + min(entries, n_local)
+        cand_start[i + 1] = cand_start[i] + min(_row_entries(r, q_ptr, q_k, ranges), n_local)
         cand_end[i] = cand_start[i]
         _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local[i])
         for p in range(r_ptr[r + 1] - r_ptr[r]):
@@ -593,18 +547,25 @@ def _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr,
 
 
 @njit(cache=True)
-def _block_capacity(first, last, n_rows, q_ptr, q_k, phi_ptr, n_local):
+def _row_entries(r, q_ptr, q_k, ranges):
+    """The entries row r's interests hold (``ranges``: `_range_pointers`)."""
+    entries = ZERO
+    last = ranges.shape[0] - 1
+    for q in range(q_ptr[r], q_ptr[r + 1]):
+        k = q_k[q]
+        entries += ranges[last, k] - ranges[0, k]
+    return entries
+
+
+@njit(cache=True)
+def _block_capacity(first, last, n_rows, q_ptr, q_k, ranges, n_local):
     """The most candidate slots `_block_candidates` needs for a block of ``n_rows`` of the
     rows ``first`` to ``last``: a row's entries, or the chunk's items if fewer."""
     most = ZERO
     for r0 in range(first, last, n_rows):
         total = ZERO
         for r in range(r0, min(last, r0 + n_rows)):
-            entries = ZERO
-            for q in range(q_ptr[r], q_ptr[r + 1]):
-                k = q_k[q]
-                entries += phi_ptr[k + 1] - phi_ptr[k]
-            total += min(entries, n_local)
+            total += min(_row_entries(r, q_ptr, q_k, ranges), n_local)
         most = max(most, total)
     return most
 
@@ -615,11 +576,11 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_acc,
                      item_share, chunk_items, pop_order, seen_indptr, seen_items, hs, hp, hi,
                      sc, scratch, m, sample):
     """The top-m of ``s(i)`` for row r into the heap ``hs, hp, hi``, after
-    `_block_candidates` or `_personal_candidates`; returns its size.
+    `_block_candidates`; returns its size.
 
     ``s(i) = (1 - lam) * (base + share_weight * item_share[li] + x(li)) + lam * r_w(i)``
     for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it, ``x`` being
-    the interests' score (the sum those scatter): ``sc[t]`` holds it for the
+    the interests' score (the sum it scatters): ``sc[t]`` holds it for the
     ``nt`` items ``touched[t]`` offered, and becomes their ``s``; ``recent_acc`` holds it
     for the recent items. The heap and ``scratch`` hold the row's recent items (their best
     m by `_keep_best`), then the ``nt`` items are offered (`_offer_touched`, whose
@@ -687,13 +648,6 @@ def _mark_unmarked(items, n, mark, old, new):
         li = items[t]
         if mark[li] == old:
             mark[li] = new
-
-
-@njit(cache=True)
-def _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local):
-    for t in range(nt):
-        acc[touched[t]] = 0.0
-    _mark_recent(r, r_ptr, recent_local, mark, np.uint8(0))
 
 
 @njit(cache=True)
@@ -768,7 +722,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
         acc = np.zeros(n_local)
         mark = np.zeros(n_local, np.uint8)
         touched = np.empty(n_local + 1, np.int32)
-        capacity = _block_capacity(first, last, n_rows, q_ptr, q_k, phi_ptr, n_local)
+        capacity = _block_capacity(first, last, n_rows, q_ptr, q_k, ranges, n_local)
         cand_item = np.empty(capacity, np.int32)
         cand_score = np.empty(capacity)
         cand_start = np.empty(n_rows + 1, np.int64)
@@ -845,9 +799,13 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
         acc = np.zeros(n_local)
         mark = np.zeros(n_local, np.uint8)
         touched = np.empty(n_local + 1, np.int32)
+        cand_item = np.empty(n_local, np.int32)
+        cand_score = np.empty(n_local)
+        cand_start = np.empty(2, np.int64)
+        cand_end = np.empty(1, np.int64)
         leading = np.empty(n_local, np.int32)
-        recent_local = np.empty(max_recent, np.int64)
-        recent_acc = np.empty(max_recent)
+        recent_local = np.empty((1, max_recent), np.int64)
+        recent_acc = np.empty((1, max_recent))
         leading_x = np.empty(n_local)
         hs = np.empty(n_local + max_recent)
         hp = np.empty(n_local + max_recent)
@@ -855,36 +813,39 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
         sc = np.empty(n_local)
         scratch = np.empty(n_local + max_recent)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            nt = _personal_candidates(r, q_ptr, q_k, q_w, r_ptr, r_item, whole, phi_item,
-                                      phi_cnt, chunk_items, identity, acc, mark, touched,
-                                      recent_local, recent_acc)
+            _block_candidates(r, r + 1, q_ptr, q_k, q_w, whole, phi_item, phi_cnt, r_ptr,
+                              r_item, chunk_items, identity, acc, touched, cand_start,
+                              cand_end, cand_item, cand_score, recent_local, recent_acc)
+            nt = cand_end[0]
+            _mark_recent(r, r_ptr, recent_local[0], mark, np.uint8(2))
             # the m-th best x of the interests' items that are not recent
             size = ZERO
             for t in range(nt):
-                li = touched[t]
+                li = cand_item[t]
                 if mark[li] == 2:
                     continue
-                x = q_base[r] + q_share[r] * item_share[li] + acc[li]
+                x = q_base[r] + q_share[r] * item_share[li] + cand_score[t]
                 if size == m and x < hs[0]:
                     continue
                 size, _ = _offer(hs, hp, hi, size, m, x, item_pop[li], chunk_items[li])
             bound = hs[0] * (1.0 - 1e-12) if size == m else -np.inf
             n_leading = ZERO
             for t in range(nt):
-                li = touched[t]
-                if mark[li] != 2 and q_base[r] + q_share[r] * item_share[li] + acc[li] >= bound:
+                li = cand_item[t]
+                x = q_base[r] + q_share[r] * item_share[li] + cand_score[t]
+                if mark[li] != 2 and x >= bound:
                     leading[n_leading] = li
-                    leading_x[n_leading] = acc[li]
+                    leading_x[n_leading] = cand_score[t]
                     n_leading += 1
             lo = rel_ptr[r]
             hi_rel = rel_ptr[r + 1]
             for g in range(n_lams):
                 sc[:n_leading] = leading_x[:n_leading]
                 size = _personal_select(r, lams[g], q_base[r], q_share[r], r_ptr, r_item,
-                                        r_w, recent_acc, mark, leading, n_leading, touched,
-                                        nt, recent_local, item_pop, item_share, chunk_items,
-                                        pop_order, no_seen_ptr, no_seen, hs, hp, hi, sc,
-                                        scratch, m, sample)
+                                        r_w, recent_acc[0], mark, leading, n_leading,
+                                        cand_item, nt, recent_local[0], item_pop, item_share,
+                                        chunk_items, pop_order, no_seen_ptr, no_seen, hs, hp,
+                                        hi, sc, scratch, m, sample)
                 best = -1
                 for e in range(size):
                     if hi_rel > lo and _is_seen(rel_item, lo, hi_rel, hi[e]):
@@ -898,5 +859,5 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                         if _worse(hs[best], hp[best], hi[best], hs[e], hp[e], hi[e]):
                             ahead += 1
                     rank[r, g] = ahead + 1
-            _personal_reset(r, r_ptr, acc, mark, touched, nt, recent_local)
+            _mark_recent(r, r_ptr, recent_local[0], mark, np.uint8(0))
     return hits, rank
