@@ -11,11 +11,15 @@ inverted file: spherical k-means cells of the item vectors (`SphericalKMeans(C)`
 user's top 100 among the items of the P cells whose centroids are nearest to it; only the
 agreement is printed (the search is a plain numpy loop, not timed). With ``--quantization
 Q ...`` NNDescent is also built with pynndescent's ``quantization=Q`` (a compressed copy
-searched, the best candidates reranked by the exact distance). docs/scale.md quotes it
-("ANN at scale").
+searched, the best candidates reranked by the exact distance). With ``--hnsw M:EF ...``
+it also builds the HNSW graphs of faiss (``IndexHNSWFlat``, inner product on the unit
+vectors) and usearch (``metric="ip"``, float32) of degree M on the same vectors and
+queries them with a search breadth of EF, where those packages are installed (neither is
+a dependency of the package). docs/scale.md quotes it ("ANN at scale").
 
     python benchmarks/ann_search.py OUT_1_20 --cells 100:8 100:32 100:50 400:64
     python benchmarks/ann_search.py OUT_FULL --quantization int8
+    python benchmarks/ann_search.py OUT_FULL --users 3000 --hnsw 16:100 16:150 16:250 32:150
 """
 
 from __future__ import annotations
@@ -58,7 +62,47 @@ def _cells(vectors, queries, n_cells, n_probe):
     return out
 
 
-def measure(out: Path, n_users: int, cells, quantizations=(None,)) -> None:
+def _hnsw_rows(vectors, queries, exact, specs) -> None:
+    """Print a row per HNSW graph of degree M searched with breadth EF (``specs``: (M, EF)
+    pairs), for each of faiss and usearch that imports."""
+    n = queries.shape[0]
+    for name in ("faiss", "usearch"):
+        try:
+            __import__(name)
+        except ImportError:
+            print(f"| HNSW ({name}) | not installed | | |", flush=True)
+            continue
+        for degree in sorted({d for d, _ in specs}):
+            start, wall = time.process_time(), time.perf_counter()
+            if name == "faiss":
+                import faiss
+
+                faiss.omp_set_num_threads(2)
+                index = faiss.IndexHNSWFlat(vectors.shape[1], degree, faiss.METRIC_INNER_PRODUCT)
+                index.hnsw.efConstruction = 128
+                index.add(vectors)
+            else:
+                from usearch.index import Index
+
+                index = Index(ndim=vectors.shape[1], metric="ip", dtype="f32",
+                              connectivity=degree, expansion_add=128)
+                index.add(np.arange(vectors.shape[0]), vectors, threads=2)
+            built, built_wall = time.process_time() - start, time.perf_counter() - wall
+            for breadth in [b for d, b in specs if d == degree]:
+                start, wall = time.process_time(), time.perf_counter()
+                if name == "faiss":
+                    index.hnsw.efSearch = breadth
+                    found = index.search(queries, M)[1]
+                else:
+                    index.expansion_search = breadth
+                    found = index.search(queries, M, threads=2).keys
+                query, query_wall = time.process_time() - start, time.perf_counter() - wall
+                print(f"| HNSW ({name}, M={degree}, ef={breadth}) | {built:.1f} ({built_wall:.1f} "
+                      f"wall) | {query / n * 1e6:.0f} ({query_wall / n * 1e6:.0f} wall) "
+                      f"| {_agree(exact, found):.1f} |", flush=True)
+
+
+def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=()) -> None:
     checkpoints = out / "checkpoints"
     with open(checkpoints / "ANN fit.pkl", "rb") as f:
         ann = pickle.load(f)
@@ -114,6 +158,8 @@ def measure(out: Path, n_users: int, cells, quantizations=(None,)) -> None:
         print(f"| NNDescent (n_neighbors={ann.n_neighbors}, epsilon={ann.epsilon:g}{name}) "
               f"| {built:.1f} ({built_wall:.1f} wall) | {query / n * 1e6:.0f} "
               f"({query_wall / n * 1e6:.0f} wall) | {_agree(exact, found):.1f} |", flush=True)
+    if hnsw:
+        _hnsw_rows(vectors, queries, exact, hnsw)
     for n_cells, n_probe in cells:
         found = _cells(vectors, queries, n_cells, n_probe)
         print(f"| inverted file, {n_probe} of {n_cells} cells | | | {_agree(exact, found):.1f} |",
@@ -128,10 +174,13 @@ def main(argv=None) -> int:
                         help="inverted files of C cells searched in P of them")
     parser.add_argument("--quantization", nargs="*", default=[], metavar="Q",
                         help="also NNDescent with pynndescent's quantization Q (int8, ...)")
+    parser.add_argument("--hnsw", nargs="*", default=[], metavar="M:EF",
+                        help="also faiss's and usearch's HNSW of degree M searched at EF")
     args = parser.parse_args(argv)
     cells = [tuple(int(v) for v in c.split(":")) for c in args.cells]
+    hnsw = [tuple(int(v) for v in c.split(":")) for c in args.hnsw]
     for out in args.out:
-        measure(out, args.users, cells, [None, *args.quantization])
+        measure(out, args.users, cells, [None, *args.quantization], hnsw)
     return 0
 
 
