@@ -79,7 +79,7 @@ def _hnsw_rows(vectors, queries, exact, specs) -> None:
 
                 faiss.omp_set_num_threads(2)
                 index = faiss.IndexHNSWFlat(vectors.shape[1], degree, faiss.METRIC_INNER_PRODUCT)
-                index.hnsw.efConstruction = 128
+                index.hnsw.efConstruction = 100
                 index.add(vectors)
             else:
                 from usearch.index import Index
