@@ -25,6 +25,7 @@ a dependency of the package). docs/scale.md quotes it ("ANN at scale").
 from __future__ import annotations
 
 import argparse
+import importlib
 import pickle
 import sys
 import time
@@ -66,26 +67,24 @@ def _hnsw_rows(vectors, queries, exact, specs) -> None:
     """Print a row per HNSW graph of degree M searched with breadth EF (``specs``: (M, EF)
     pairs), for each of faiss and usearch that imports."""
     n = queries.shape[0]
-    for name in ("faiss", "usearch"):
+    for name in ("faiss", "usearch.index"):
+        label = name.split(".")[0]
         try:
-            __import__(name)
+            library = importlib.import_module(name)
         except ImportError:
-            print(f"| HNSW ({name}) | not installed | | |", flush=True)
+            print(f"| HNSW ({label}) | not installed | | |", flush=True)
             continue
         for degree in sorted({d for d, _ in specs}):
             start, wall = time.process_time(), time.perf_counter()
             if name == "faiss":
-                import faiss
-
-                faiss.omp_set_num_threads(2)
-                index = faiss.IndexHNSWFlat(vectors.shape[1], degree, faiss.METRIC_INNER_PRODUCT)
+                library.omp_set_num_threads(2)
+                index = library.IndexHNSWFlat(vectors.shape[1], degree,
+                                              library.METRIC_INNER_PRODUCT)
                 index.hnsw.efConstruction = 100
                 index.add(vectors)
             else:
-                from usearch.index import Index
-
-                index = Index(ndim=vectors.shape[1], metric="ip", dtype="f32",
-                              connectivity=degree, expansion_add=128)
+                index = library.Index(ndim=vectors.shape[1], metric="ip", dtype="f32",
+                                      connectivity=degree, expansion_add=128)
                 index.add(np.arange(vectors.shape[0]), vectors, threads=2)
             built, built_wall = time.process_time() - start, time.perf_counter() - wall
             for breadth in [b for d, b in specs if d == degree]:
@@ -97,9 +96,10 @@ def _hnsw_rows(vectors, queries, exact, specs) -> None:
                     index.expansion_search = breadth
                     found = index.search(queries, M, threads=2).keys
                 query, query_wall = time.process_time() - start, time.perf_counter() - wall
-                print(f"| HNSW ({name}, M={degree}, ef={breadth}) | {built:.1f} ({built_wall:.1f} "
-                      f"wall) | {query / n * 1e6:.0f} ({query_wall / n * 1e6:.0f} wall) "
-                      f"| {_agree(exact, found):.1f} |", flush=True)
+                print(f"| HNSW ({label}, M={degree}, ef={breadth}) | {built:.1f} "
+                      f"({built_wall:.1f} wall) | {query / n * 1e6:.0f} "
+                      f"({query_wall / n * 1e6:.0f} wall) | {_agree(exact, found):.1f} |",
+                      flush=True)
 
 
 def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=()) -> None:
