@@ -34,6 +34,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).par
 
 from paper_scale import FAVE, FOLLOW, SCALES, plain_users  # noqa: E402
 
+from sklearn_micro.experiment import load_checkpoint  # noqa: E402
+
 
 def _mean_ci(values: np.ndarray) -> str:
     half = 1.96 * values.std(ddof=1) / np.sqrt(values.size)
@@ -84,7 +86,7 @@ def neighbour_purity(vectors: np.ndarray, ids: np.ndarray, community: np.ndarray
 
 def row(out: Path, n_users: int, wider) -> str:
     checkpoints = out / "checkpoints"
-    ann = pickle.load(open(checkpoints / "ANN fit.pkl", "rb"))
+    ann = load_checkpoint(checkpoints / "ANN fit.pkl")  # its user vectors are shared
     log = pickle.load(open(checkpoints / "load.pkl", "rb"))[0]
     test = log.chunk == ann.latest_chunk_ + 1
     user, item = log.user[test], log.item[test]

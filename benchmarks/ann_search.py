@@ -37,6 +37,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
 from sklearn_micro.baselines import _exact_top_m  # noqa: E402
 from sklearn_micro.cluster import SphericalKMeans  # noqa: E402
+from sklearn_micro.experiment import load_checkpoint  # noqa: E402
 
 M = 100
 
@@ -104,8 +105,7 @@ def _hnsw_rows(vectors, queries, exact, specs) -> None:
 
 def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=()) -> None:
     checkpoints = out / "checkpoints"
-    with open(checkpoints / "ANN fit.pkl", "rb") as f:
-        ann = pickle.load(f)
+    ann = load_checkpoint(checkpoints / "ANN fit.pkl")  # its user vectors are shared
     with open(checkpoints / "load.pkl", "rb") as f:
         log = pickle.load(f)[0]
     chunk_users = np.unique(log.user[log.chunk == ann.latest_chunk_ + 1])

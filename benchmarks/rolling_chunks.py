@@ -58,7 +58,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
 from sklearn_micro import experiment  # noqa: E402
 from sklearn_micro._log import iter_chunks  # noqa: E402
-from sklearn_micro.experiment import split_chunks  # noqa: E402
+from sklearn_micro.experiment import load_checkpoint, split_chunks  # noqa: E402
 from sklearn_micro.model_selection import (  # noqa: E402
     RollingEvaluation,
     _check_m_values,
@@ -102,8 +102,7 @@ def fitted_and_test(out: Path, method: str, train_chunks: int):
         log = pickle.load(f)[0]
     _, test = split_chunks(log, train_chunks)
     del log
-    with open(checkpoints / f"{method} fit.pkl", "rb") as f:
-        return pickle.load(f), test
+    return load_checkpoint(checkpoints / f"{method} fit.pkl"), test  # ANN's shares arrays
 
 
 def _timed(call, *args, **kwargs):

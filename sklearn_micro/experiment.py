@@ -17,6 +17,7 @@ import os
 import pickle
 import sys
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -47,12 +48,15 @@ from .model_selection import (
 )
 
 __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "comparison_table",
-           "plot_per_chunk", "results_table", "run_experiment", "split_chunks"]
+           "load_checkpoint", "plot_per_chunk", "results_table", "run_experiment",
+           "split_chunks"]
 
 METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS")
 BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
 # the checkpoint of MiCRO's and the paper's model's evaluation with one sampler
 _SHARED = "MiCRO and MiCRO (paper) rolling"
+# the array the embedding's and ANN's checkpoints share, saved once
+_USER_VECTORS = "user vectors"
 
 # a test chunk's state is saved when the work since the last save is at least this many
 # times what the last save cost, which keeps checkpoints under 1/20 of the evaluation
@@ -212,6 +216,69 @@ def _fsync_dir(path: Path) -> None:
 _LEDGER = "stages.json"
 
 
+class _SharingPickler(pickle.Pickler):
+    """A pickler that writes a shared array as a reference to its name."""
+
+    def __init__(self, file, shared_name: Callable):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._shared_name = shared_name
+
+    def persistent_id(self, obj):
+        name = self._shared_name(obj)
+        return None if name is None else ("shared array", name)
+
+
+class _SharingUnpickler(pickle.Unpickler):
+    """An unpickler that resolves references to shared arrays with ``shared_array``."""
+
+    def __init__(self, file, shared_array: Callable):
+        super().__init__(file)
+        self._shared_array = shared_array
+
+    def persistent_load(self, pid):
+        kind, name = pid
+        if kind != "shared array":
+            raise pickle.UnpicklingError(f"unknown reference {pid!r} in a checkpoint")
+        return self._shared_array(name)
+
+
+def _read_shared(folder: Path, name: str) -> np.ndarray:
+    path = folder / f"{name}.npy"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"a checkpoint in {str(folder)!r} refers to the shared array {name!r}, whose file "
+            f"{path.name!r} is missing; run again without --resume")
+    return np.load(path, allow_pickle=False)
+
+
+def load_checkpoint(path):
+    """The object a `Stages` checkpoint (``<folder>/<name>.pkl``) holds, with the arrays
+    it shares with other checkpoints read from their files beside it.
+
+    Parameters
+    ----------
+    path : path
+        A checkpoint of ``reproduce --out DIR`` (``DIR/checkpoints/<stage>.pkl``).
+
+    Returns
+    -------
+    object
+        What the stage saved. Arrays shared by several checkpoints are read anew for each
+        call: load them through one `Stages` (``Stages(folder, resume=True).load(name)``)
+        to get one array for all.
+    """
+    path = Path(path)
+    shared: dict[str, np.ndarray] = {}
+
+    def array(name):
+        if name not in shared:
+            shared[name] = _read_shared(path.parent, name)
+        return shared[name]
+
+    with open(path, "rb") as f:
+        return _SharingUnpickler(f, array).load()
+
+
 def _with_earlier(figures: dict, stage: Stage, earlier: dict | None) -> dict:
     """A stage's figures, plus those of the runs that began it (up to their last
     checkpoint) when it carries on from one; its work is then the whole stage's, as the
@@ -271,6 +338,9 @@ class Stages:
         # the whole job's stages across resumed runs, by name, in the order they began
         self._ledger: dict[str, dict] = {}
         self._open: dict[int, tuple[float, float, dict | None]] = {}
+        # arrays saved once and referred to by name (`share`): weak references, so that a
+        # run that drops them frees them
+        self._shared: dict[str, weakref.ref] = {}
         if self.dir is not None and self.resume:
             self._check_config()
 
@@ -301,7 +371,7 @@ class Stages:
         """Before the first checkpoint of a new run: clear the folder, record the config."""
         self.dir.mkdir(parents=True, exist_ok=True)
         # the old run's files; the ledger in memory holds this run's stages only
-        for old in [*self.dir.glob("*.pkl"), self.dir / _LEDGER]:
+        for old in [*self.dir.glob("*.pkl"), *self.dir.glob("*.npy"), self.dir / _LEDGER]:
             old.unlink(missing_ok=True)
         self._write_config()
         self._started = True
@@ -312,13 +382,16 @@ class Stages:
 
     # -- checkpoints --------------------------------------------------------------------
 
-    def _write(self, path: Path, data: bytes | None = None, obj=None) -> None:
+    def _write(self, path: Path, data: bytes | None = None, obj=None,
+               array: np.ndarray | None = None) -> None:
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
             if data is not None:
                 f.write(data)
+            elif array is not None:
+                np.save(f, array, allow_pickle=False)
             else:
-                pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+                _SharingPickler(f, self._shared_name).dump(obj)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -333,7 +406,39 @@ class Stages:
 
     def load(self, name: str):
         with open(self.path(name), "rb") as f:
-            return pickle.load(f)
+            return _SharingUnpickler(f, self._shared_array).load()
+
+    def share(self, name: str, array: np.ndarray) -> None:
+        """Save ``array`` once, as ``<name>.npy``, for the checkpoints saved from now on to
+        refer to instead of copying it (nothing without a folder). A no-op for the array
+        that is already shared under ``name``, for example one loaded from its file."""
+        if self.dir is None:
+            return
+        ref = self._shared.get(name)
+        if ref is not None and ref() is array:
+            return
+        if not self._started:
+            self._start()
+        self._write(self.dir / f"{name}.npy", array=array)
+        self._shared[name] = weakref.ref(array)
+
+    def _shared_name(self, obj) -> str | None:
+        """The name ``obj`` is shared under, if it is a shared array."""
+        if type(obj) is not np.ndarray:
+            return None
+        for name, ref in self._shared.items():
+            if ref() is obj:
+                return name
+        return None
+
+    def _shared_array(self, name: str) -> np.ndarray:
+        """The array shared under ``name``: the one in memory, or else read from its file."""
+        ref = self._shared.get(name)
+        array = None if ref is None else ref()
+        if array is None:
+            array = _read_shared(self.dir, name)
+            self._shared[name] = weakref.ref(array)
+        return array
 
     def save(self, name: str, obj, stage: Stage | None = None) -> None:
         """Save ``obj`` as the checkpoint ``name`` (nothing without a folder)."""
@@ -575,10 +680,13 @@ def run_experiment(
             embedder = _make(GraphEmbedder, n_components, **{
                 **embedding_settings, "random_state": random_state, "n_jobs": n_jobs,
                 "verbose": verbose}).fit(train)
+            # saved once: ANN's checkpoints hold the same array
+            stages.share(_USER_VECTORS, embedder.user_vectors_)
             return _Embedding(embedder.user_ids_, embedder.item_ids_,
                               embedder.user_vectors_, embedder.item_vectors_)
 
         found = stages.run("graph embedding", embed, work=len(train))
+        stages.share(_USER_VECTORS, found.user_vectors)  # from a checkpoint without it
         embedded = EmbeddedLog(train, found.user_ids, found.item_ids, found.user_vectors,
                                found.item_vectors)
         del found

@@ -18,7 +18,7 @@ import pytest
 from sklearn_micro._dask import resolve_n_jobs
 from sklearn_micro._kernels import threading_layer
 from sklearn_micro.datasets import make_engagements
-from sklearn_micro.experiment import Stages
+from sklearn_micro.experiment import Stages, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -222,6 +222,70 @@ def test_stages_save_atomically_and_start_over_without_resume(tmp_path):
     assert [s["name"] for s in fresh.to_dict()["stages"]] == ["b"]
     assert '"k": 2' in (tmp_path / "config.json").read_text()
     assert "| a |" in stages.table() and stages.to_dict()["stages"][0]["name"] == "a"
+
+
+def test_a_shared_array_is_saved_once_and_loaded_as_one(tmp_path):
+    import gc
+    import pickle
+
+    vectors = np.arange(60_000, dtype=np.float32).reshape(-1, 6)
+    stages = Stages(tmp_path, config={"k": 1}, say=None)
+    stages.share("user vectors", vectors)
+    stages.share("user vectors", vectors)  # the same array again: nothing written
+    stages.save("a", {"vectors": vectors, "again": vectors, "view": vectors[:3]})
+    stages.save("b", [vectors, "other"])
+    stages.save("labels", np.arange(5))  # an array checkpoint of its own stays a pickle
+    assert (tmp_path / "user vectors.npy").is_file()
+    # the checkpoints refer to the array: neither holds its bytes (a view is copied)
+    assert (tmp_path / "a.pkl").stat().st_size < vectors.nbytes / 10
+    assert (tmp_path / "b.pkl").stat().st_size < vectors.nbytes / 10
+    resumed = Stages(tmp_path, resume=True, config={"k": 1}, say=None)
+    a, b = resumed.load("a"), resumed.load("b")
+    assert a["vectors"] is a["again"] is b[0]
+    np.testing.assert_array_equal(a["vectors"], vectors)
+    np.testing.assert_array_equal(a["view"], vectors[:3])
+    assert resumed.load("labels").tolist() == [0, 1, 2, 3, 4]
+    # the loaded array is the shared one: sharing it again writes nothing
+    before = (tmp_path / "user vectors.npy").stat().st_mtime_ns
+    resumed.share("user vectors", a["vectors"])
+    assert (tmp_path / "user vectors.npy").stat().st_mtime_ns == before
+    # a script reads a checkpoint alone
+    alone = load_checkpoint(tmp_path / "a.pkl")
+    assert alone["vectors"] is alone["again"]
+    np.testing.assert_array_equal(alone["vectors"], vectors)
+    with pytest.raises(pickle.UnpicklingError):  # plain pickle does not know the reference
+        pickle.loads((tmp_path / "a.pkl").read_bytes())
+    # the stages hold no reference of their own: a dropped array is freed, then read again
+    del a, b, alone
+    gc.collect()
+    assert resumed._shared["user vectors"]() is None
+    np.testing.assert_array_equal(resumed.load("b")[0], vectors)
+    # without its file the reference cannot be resolved, and the error says so
+    (tmp_path / "user vectors.npy").unlink()
+    with pytest.raises(FileNotFoundError, match="'user vectors'.*run again without --resume"):
+        Stages(tmp_path, resume=True, config={"k": 1}, say=None).load("a")
+    # a new run clears the old run's shared arrays with its checkpoints
+    stages.share("user vectors", vectors)
+    Stages(tmp_path, config={"k": 2}, say=None).run("c", lambda: 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pkl", "config.json",
+                                                          "stages.json"]
+
+
+def test_the_runs_checkpoints_hold_the_user_vectors_once(whole_run):
+    import pickle
+
+    checkpoints = whole_run[1] / "checkpoints"
+    assert (checkpoints / "user vectors.npy").is_file()
+    config = json.loads((checkpoints / "config.json").read_text())
+    stages = Stages(checkpoints, resume=True, config=config, say=None)
+    embedding = stages.load("graph embedding")
+    ann = stages.load("ANN fit")
+    assert ann.user_vectors_ is embedding.user_vectors
+    assert embedding.user_vectors.shape[0] == len(embedding.user_ids)
+    # ANN's checkpoint is smaller than it would be with the vectors in it by their bytes
+    held = len(pickle.dumps(ann, protocol=pickle.HIGHEST_PROTOCOL))
+    size = (checkpoints / "ANN fit.pkl").stat().st_size
+    assert held - size >= ann.user_vectors_.nbytes
 
 
 def test_the_vectors_are_freed_once_ann_is_evaluated(monkeypatch):
