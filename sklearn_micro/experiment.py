@@ -423,11 +423,18 @@ class Stages:
         self._shared[name] = weakref.ref(array)
 
     def _shared_name(self, obj) -> str | None:
-        """The name ``obj`` is shared under, if it is a shared array."""
+        """The name ``obj`` is shared under, if it is a shared array or a view of all of
+        it (``np.asarray(a, dtype=...)`` of an unpickled array is one: its dtype is not
+        numpy's own instance)."""
         if type(obj) is not np.ndarray:
             return None
         for name, ref in self._shared.items():
-            if ref() is obj:
+            array = ref()
+            if array is obj or (
+                    array is not None and obj.shape == array.shape
+                    and obj.strides == array.strides and obj.dtype == array.dtype
+                    and obj.__array_interface__["data"][0]
+                    == array.__array_interface__["data"][0]):
                 return name
         return None
 
