@@ -17,6 +17,7 @@ import os
 import pickle
 import sys
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -322,6 +323,15 @@ class Stages:
     checkpoint adds its own to those saved with it (the work done after that checkpoint by
     the killed run is lost, and not counted), and a stage the resumed run did not need
     (a fit whose evaluation was under way) keeps its row.
+
+    An array that several checkpoints hold (the user vectors: the embedding's, which ANN
+    queries with) is saved once, as ``<name>.npy``, once `share` names it; the checkpoints
+    saved after that refer to it by name instead of holding a copy, and loading them
+    gives one array, shared as it was when they were saved. Read such checkpoints with
+    `load` or `load_checkpoint`, not with ``pickle.load``.
+
+    A checkpoint that cannot be written (a full disk) is a `RuntimeWarning`, not an error:
+    its temporary file is removed, the checkpoint before it stays, and the run goes on.
     """
 
     def __init__(self, checkpoint_dir=None, *, resume: bool = False, config=None,
@@ -385,17 +395,28 @@ class Stages:
     def _write(self, path: Path, data: bytes | None = None, obj=None,
                array: np.ndarray | None = None) -> None:
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            if data is not None:
-                f.write(data)
-            elif array is not None:
-                np.save(f, array, allow_pickle=False)
-            else:
-                _SharingPickler(f, self._shared_name).dump(obj)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                if data is not None:
+                    f.write(data)
+                elif array is not None:
+                    np.save(f, array, allow_pickle=False)
+                else:
+                    _SharingPickler(f, self._shared_name).dump(obj)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a half-written file is no checkpoint
+            raise
         os.replace(tmp, path)
         _fsync_dir(path.parent)
+
+    def _not_saved(self, what: str, exc: OSError) -> None:
+        """Warn that a checkpoint could not be written (a full disk): the run goes on."""
+        warnings.warn(
+            f"{what} could not be saved in {str(self.dir)!r} ({exc}); the run goes on "
+            "without it, and --resume would carry on from the checkpoints saved before it",
+            RuntimeWarning, stacklevel=3)
 
     def path(self, name: str) -> Path | None:
         return None if self.dir is None else self.dir / f"{name}.pkl"
@@ -419,7 +440,11 @@ class Stages:
             return
         if not self._started:
             self._start()
-        self._write(self.dir / f"{name}.npy", array=array)
+        try:
+            self._write(self.dir / f"{name}.npy", array=array)
+        except OSError as exc:  # the checkpoints then hold copies of it
+            self._not_saved(f"the shared array {name!r}", exc)
+            return
         self._shared[name] = weakref.ref(array)
 
     def _shared_name(self, obj) -> str | None:
@@ -454,7 +479,11 @@ class Stages:
         if not self._started:
             self._start()
         start = time.perf_counter()
-        self._write(self.path(name), obj=obj)
+        try:
+            self._write(self.path(name), obj=obj)
+        except OSError as exc:  # the checkpoint before it, if any, stays
+            self._not_saved(f"checkpoint {name!r}", exc)
+            return
         if stage is not None:
             stage.checkpoint_seconds += time.perf_counter() - start
             stage.n_checkpoints += 1
@@ -516,8 +545,11 @@ class Stages:
             return
         self._ledger[figures["name"]] = figures
         if self._started:
-            self._write(self.dir / _LEDGER, json.dumps(
-                {"stages": list(self._ledger.values())}, indent=1).encode())
+            try:
+                self._write(self.dir / _LEDGER, json.dumps(
+                    {"stages": list(self._ledger.values())}, indent=1).encode())
+            except OSError as exc:
+                self._not_saved(f"the stages' figures ({_LEDGER})", exc)
 
     def run(self, name: str, compute: Callable, *, work: int = 0,
             unit: str = "engagements"):

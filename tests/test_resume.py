@@ -271,6 +271,35 @@ def test_a_shared_array_is_saved_once_and_loaded_as_one(tmp_path):
                                                           "stages.json"]
 
 
+def test_a_checkpoint_that_cannot_be_written_warns_and_the_run_goes_on(tmp_path,
+                                                                       monkeypatch):
+    import errno
+
+    stages = Stages(tmp_path, config={"k": 1}, say=None)
+    stages.save("a", 1)
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.warns(RuntimeWarning, match="checkpoint 'a' could not be saved.*No space"):
+        stages.save("a", 2)
+    with pytest.warns(RuntimeWarning, match="could not be saved") as caught:
+        assert stages.run("b", lambda: 3) == 3
+    # the checkpoint and then the stage's figures
+    assert [str(w.message).split(" could")[0] for w in caught] == [
+        "checkpoint 'b'", "the stages' figures (stages.json)"]
+    with pytest.warns(RuntimeWarning, match="shared array 'v' could not be saved"):
+        stages.share("v", np.ones(3))
+    monkeypatch.undo()
+    assert not list(tmp_path.glob("*.tmp"))
+    # the array that could not be saved is not referred to: a checkpoint holds it
+    stages.save("c", {"v": np.ones(3)})
+    resumed = Stages(tmp_path, resume=True, config={"k": 1}, say=None)
+    assert resumed.load("a") == 1 and not resumed.has("b")
+    assert resumed.load("c")["v"].tolist() == [1, 1, 1]
+
+
 def test_the_runs_checkpoints_hold_the_user_vectors_once(whole_run, tmp_path):
     import pickle
 
@@ -442,7 +471,7 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
     shared = experiment._SharedSampler(model, m_values=(10,))
     before = dict(model.__dict__)
     rng_state = model.random_state_.get_state()
-    sampled, scored, calls = threading.Event(), threading.Event(), []
+    sampled, scored, calls, waited = threading.Event(), threading.Event(), [], []
     partial_fit = MiCRO.partial_fit
     chunk_points = experiment._chunk_points
 
@@ -450,9 +479,11 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
         if fails == "partial_fit":
             raise RuntimeError("partial_fit failed")
         # Ctrl-C once both rows are scored (never otherwise: it would stop the session)
-        if fails == "interrupt" and scored.wait(60):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.5)
+        if fails == "interrupt":
+            waited.append(scored.wait(300))
+            if waited[-1]:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)
         partial_fit(self, X, y)
         sampled.set()
         return self
@@ -473,6 +504,7 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
         patch.setattr(experiment, "_chunk_points", failing_points)
         with pytest.raises(error, match=None if fails == "interrupt" else f"{fails} failed"):
             shared.step(chunk)
+    assert waited == ([True] if fails == "interrupt" else []), "the rows were not scored"
     assert shared.chunks_done == shared.paper.chunks_done == []
     assert shared.micro.sums.chunk.size == shared.paper.sums.chunk.size == 0
     # the same attributes (the scored state may have added its chunk's cache, `_grouped`)
