@@ -90,7 +90,8 @@ def _stages(path):
     return {s["name"]: s for s in json.loads(path.read_text())["stages"]}
 
 
-@pytest.mark.parametrize("stop_after", ["graph embedding", "MiCRO and MiCRO (paper) rolling",
+@pytest.mark.parametrize("stop_after", ["graph embedding", "ANN rolling",
+                                        "MiCRO and MiCRO (paper) rolling",
                                         "ANN report", "MiCRO (paper) report",
                                         "RecentItems rolling"])
 def test_resume_after_a_kill_prints_the_same_tables(data_file, uninterrupted, tmp_path,
