@@ -381,7 +381,8 @@ class Stages:
         """Before the first checkpoint of a new run: clear the folder, record the config."""
         self.dir.mkdir(parents=True, exist_ok=True)
         # the old run's files; the ledger in memory holds this run's stages only
-        for old in [*self.dir.glob("*.pkl"), *self.dir.glob("*.npy"), self.dir / _LEDGER]:
+        for old in [*self.dir.glob("*.pkl"), *self.dir.glob("*.npy"), *self.dir.glob("*.tmp"),
+                    self.dir / _LEDGER]:
             old.unlink(missing_ok=True)
         self._write_config()
         self._started = True
@@ -472,10 +473,11 @@ class Stages:
             self._shared[name] = weakref.ref(array)
         return array
 
-    def save(self, name: str, obj, stage: Stage | None = None) -> None:
-        """Save ``obj`` as the checkpoint ``name`` (nothing without a folder)."""
+    def save(self, name: str, obj, stage: Stage | None = None) -> bool:
+        """Save ``obj`` as the checkpoint ``name`` (nothing without a folder); whether it
+        was written."""
         if self.dir is None:
-            return
+            return False
         if not self._started:
             self._start()
         start = time.perf_counter()
@@ -483,7 +485,7 @@ class Stages:
             self._write(self.path(name), obj=obj)
         except OSError as exc:  # the checkpoint before it, if any, stays
             self._not_saved(f"checkpoint {name!r}", exc)
-            return
+            return False
         if stage is not None:
             stage.checkpoint_seconds += time.perf_counter() - start
             stage.n_checkpoints += 1
@@ -495,6 +497,7 @@ class Stages:
                     partial=True), stage, earlier))
         if self.after_save is not None:
             self.after_save(name)
+        return True
 
     def measured(self, name: str) -> bool:
         """Whether the ledger holds the figures of the stage ``name`` (resuming only)."""
@@ -791,6 +794,7 @@ def run_experiment(
                              n_jobs=n_jobs).fit(train)
 
             model = stages.run(f"{name} fit", fit, work=len(train))
+            fit = None  # its default argument holds the vectors, which ANN alone reads
             kind = _SharedSampler if rolling == _SHARED else RollingEvaluation
             evaluation = kind(model, m_values=m_values, keep_points=keep_points)
             del model
@@ -798,10 +802,12 @@ def run_experiment(
         found = (evaluation.reports() if rolling == _SHARED
                  else {name: evaluation.report()})
         del evaluation
+        saved = True
         for done, report in found.items():
             reports[done] = report
-            stages.save(f"{done} report", report)
-        stages.drop(rolling)
+            saved = stages.save(f"{done} report", report) and saved
+        if saved:  # else the evaluation's last state stays, for --resume
+            stages.drop(rolling)
     return {name: reports[name] for name in methods}
 
 

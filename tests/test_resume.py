@@ -265,8 +265,10 @@ def test_a_shared_array_is_saved_once_and_loaded_as_one(tmp_path):
     (tmp_path / "user vectors.npy").unlink()
     with pytest.raises(FileNotFoundError, match="'user vectors'.*run again without --resume"):
         Stages(tmp_path, resume=True, config={"k": 1}, say=None).load("a")
-    # a new run clears the old run's shared arrays with its checkpoints
-    stages.share("user vectors", vectors)
+    # a new run clears the old run's shared arrays and temporary files with its checkpoints
+    stages.share("user vectors", vectors.copy())
+    (tmp_path / "left.pkl.tmp").write_bytes(b"half")
+    assert (tmp_path / "user vectors.npy").is_file()
     Stages(tmp_path, config={"k": 2}, say=None).run("c", lambda: 3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pkl", "config.json",
                                                           "stages.json"]
@@ -290,12 +292,13 @@ def test_a_checkpoint_that_cannot_be_written_warns_and_the_run_goes_on(tmp_path,
     # the checkpoint and then the stage's figures
     assert [str(w.message).split(" could")[0] for w in caught] == [
         "checkpoint 'b'", "the stages' figures (stages.json)"]
+    v = np.ones(3)
     with pytest.warns(RuntimeWarning, match="shared array 'v' could not be saved"):
-        stages.share("v", np.ones(3))
+        stages.share("v", v)
     monkeypatch.undo()
-    assert not list(tmp_path.glob("*.tmp"))
+    assert not list(tmp_path.glob("*.tmp")) and not (tmp_path / "v.npy").exists()
     # the array that could not be saved is not referred to: a checkpoint holds it
-    stages.save("c", {"v": np.ones(3)})
+    stages.save("c", {"v": v})
     resumed = Stages(tmp_path, resume=True, config={"k": 1}, say=None)
     assert resumed.load("a") == 1 and not resumed.has("b")
     assert resumed.load("c")["v"].tolist() == [1, 1, 1]
