@@ -269,15 +269,7 @@ def load_checkpoint(path):
         to get one array for all.
     """
     path = Path(path)
-    shared: dict[str, np.ndarray] = {}
-
-    def array(name):
-        if name not in shared:
-            shared[name] = _read_shared(path.parent, name)
-        return shared[name]
-
-    with open(path, "rb") as f:
-        return _SharingUnpickler(f, array).load()
+    return Stages(path.parent, say=None)._unpickle(path)
 
 
 def _with_earlier(figures: dict, stage: Stage, earlier: dict | None) -> dict:
@@ -412,13 +404,6 @@ class Stages:
         os.replace(tmp, path)
         _fsync_dir(path.parent)
 
-    def _not_saved(self, what: str, exc: OSError) -> None:
-        """Warn that a checkpoint could not be written (a full disk): the run goes on."""
-        warnings.warn(
-            f"{what} could not be saved in {str(self.dir)!r} ({exc}); the run goes on "
-            "without it, and --resume would carry on from the checkpoints saved before it",
-            RuntimeWarning, stacklevel=3)
-
     def path(self, name: str) -> Path | None:
         return None if self.dir is None else self.dir / f"{name}.pkl"
 
@@ -427,8 +412,24 @@ class Stages:
         return self.resume and self._started and path is not None and path.is_file()
 
     def load(self, name: str):
-        with open(self.path(name), "rb") as f:
+        return self._unpickle(self.path(name))
+
+    def _unpickle(self, path: Path):
+        with open(path, "rb") as f:
             return _SharingUnpickler(f, self._shared_array).load()
+
+    def _try_write(self, what: str, path: Path, **content) -> bool:
+        """`_write`, or a warning that ``what`` could not be written (a full disk): the
+        run goes on without it. Whether it was written."""
+        try:
+            self._write(path, **content)
+        except OSError as exc:
+            warnings.warn(
+                f"{what} could not be saved in {str(self.dir)!r} ({exc}); the run goes on "
+                "without it, and --resume would carry on from the checkpoints saved before "
+                "it", RuntimeWarning, stacklevel=3)
+            return False
+        return True
 
     def share(self, name: str, array: np.ndarray) -> None:
         """Save ``array`` once, as ``<name>.npy``, for the checkpoints saved from now on to
@@ -441,12 +442,10 @@ class Stages:
             return
         if not self._started:
             self._start()
-        try:
-            self._write(self.dir / f"{name}.npy", array=array)
-        except OSError as exc:  # the checkpoints then hold copies of it
-            self._not_saved(f"the shared array {name!r}", exc)
-            return
-        self._shared[name] = weakref.ref(array)
+        # not saved, it is not shared: the checkpoints then hold copies of it
+        if self._try_write(f"the shared array {name!r}", self.dir / f"{name}.npy",
+                           array=array):
+            self._shared[name] = weakref.ref(array)
 
     def _shared_name(self, obj) -> str | None:
         """The name ``obj`` is shared under, if it is a shared array or a view of all of
@@ -481,11 +480,8 @@ class Stages:
         if not self._started:
             self._start()
         start = time.perf_counter()
-        try:
-            self._write(self.path(name), obj=obj)
-        except OSError as exc:  # the checkpoint before it, if any, stays
-            self._not_saved(f"checkpoint {name!r}", exc)
-            return False
+        if not self._try_write(f"checkpoint {name!r}", self.path(name), obj=obj):
+            return False  # the checkpoint before it, if any, stays
         if stage is not None:
             stage.checkpoint_seconds += time.perf_counter() - start
             stage.n_checkpoints += 1
@@ -548,11 +544,9 @@ class Stages:
             return
         self._ledger[figures["name"]] = figures
         if self._started:
-            try:
-                self._write(self.dir / _LEDGER, json.dumps(
-                    {"stages": list(self._ledger.values())}, indent=1).encode())
-            except OSError as exc:
-                self._not_saved(f"the stages' figures ({_LEDGER})", exc)
+            self._try_write(f"the stages' figures ({_LEDGER})", self.dir / _LEDGER,
+                            data=json.dumps({"stages": list(self._ledger.values())},
+                                            indent=1).encode())
 
     def run(self, name: str, compute: Callable, *, work: int = 0,
             unit: str = "engagements"):
