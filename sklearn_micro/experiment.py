@@ -12,6 +12,7 @@ carries on from the last finished stage, or the last saved test chunk, with the 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import pickle
@@ -252,6 +253,28 @@ def _read_shared(folder: Path, name: str) -> np.ndarray:
     return np.load(path, allow_pickle=False)
 
 
+def _shared_stem_of(stem: str) -> str:
+    """The name a shared array's file stem stands for: ``"v (2)"`` is a version of ``"v"``."""
+    head, sep, tail = stem.rpartition(" (")
+    return head if sep and tail.endswith(")") and tail[:-1].isdigit() else stem
+
+
+def _same_array(path: Path, array: np.ndarray, block_bytes: int = 1 << 26) -> bool:
+    """Whether the ``.npy`` file at ``path`` holds ``array``'s values, read a block of rows
+    at a time."""
+    try:
+        saved = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return False
+    if saved.shape != array.shape or saved.dtype != array.dtype:
+        return False
+    if array.ndim == 0 or array.size == 0:
+        return bool(np.array_equal(saved, array))
+    rows = max(1, block_bytes // max(1, array[0].nbytes if array.ndim > 1 else array.itemsize))
+    return all(np.array_equal(saved[start:start + rows], array[start:start + rows])
+               for start in range(0, array.shape[0], rows))
+
+
 def load_checkpoint(path):
     """The object a `Stages` checkpoint (``<folder>/<name>.pkl``) holds, with the arrays
     it shares with other checkpoints read from their files beside it.
@@ -434,18 +457,32 @@ class Stages:
     def share(self, name: str, array: np.ndarray) -> None:
         """Save ``array`` once, as ``<name>.npy``, for the checkpoints saved from now on to
         refer to instead of copying it (nothing without a folder). A no-op for the array
-        that is already shared under ``name``, for example one loaded from its file."""
+        that is already shared under ``name``, for example one loaded from its file.
+
+        A file of the same bytes already there (a checkpoint saved before sharing was
+        resumed) is taken as it is. Another array under a name whose file the earlier
+        checkpoints refer to (an embedding computed again after its checkpoint was lost)
+        goes to a file of its own, ``<name> (2).npy`` and on, so that those checkpoints
+        keep reading what they were saved with."""
         if self.dir is None:
             return
-        ref = self._shared.get(name)
-        if ref is not None and ref() is array:
+        versions = [stem for stem in self._shared if _shared_stem_of(stem) == name]
+        if any(self._shared[stem]() is array for stem in versions):
             return
         if not self._started:
             self._start()
+        stem = name
+        for n in itertools.count(2):
+            path = self.dir / f"{stem}.npy"
+            if not path.is_file():
+                break
+            if _same_array(path, array):
+                self._shared[stem] = weakref.ref(array)
+                return
+            stem = f"{name} ({n})"
         # not saved, it is not shared: the checkpoints then hold copies of it
-        if self._try_write(f"the shared array {name!r}", self.dir / f"{name}.npy",
-                           array=array):
-            self._shared[name] = weakref.ref(array)
+        if self._try_write(f"the shared array {name!r}", path, array=array):
+            self._shared[stem] = weakref.ref(array)
 
     def _shared_name(self, obj) -> str | None:
         """The name ``obj`` is shared under, if it is a shared array or a view of all of

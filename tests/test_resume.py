@@ -274,6 +274,44 @@ def test_a_shared_array_is_saved_once_and_loaded_as_one(tmp_path):
                                                           "stages.json"]
 
 
+def test_a_shared_arrays_file_is_never_overwritten_under_earlier_checkpoints(tmp_path):
+    import gc
+
+    vectors = np.arange(600, dtype=np.float32).reshape(-1, 6)
+    stages = Stages(tmp_path, config={"k": 1}, say=None)
+    stages.share("user vectors", vectors)
+    stages.save("ann", {"queries": vectors})
+    file = tmp_path / "user vectors.npy"
+    before = file.stat().st_mtime_ns
+    # the same values in another array (a resumed checkpoint that held its own copy):
+    # the file is taken as it is, and later checkpoints refer to it
+    resumed = Stages(tmp_path, resume=True, config={"k": 1}, say=None)
+    copy = vectors.copy()
+    resumed.share("user vectors", copy)
+    resumed.save("fit", [copy])
+    assert file.stat().st_mtime_ns == before
+    assert sorted(p.name for p in tmp_path.glob("*.npy")) == ["user vectors.npy"]
+    assert (tmp_path / "fit.pkl").stat().st_size < vectors.nbytes / 2
+    # other values under the name (an embedding computed again): a file of their own,
+    # and each checkpoint reads what it was saved with
+    other = vectors + 1
+    resumed.share("user vectors", other)
+    resumed.save("micro", {"queries": other})
+    assert file.stat().st_mtime_ns == before
+    assert (tmp_path / "user vectors (2).npy").is_file()
+    del copy, other
+    gc.collect()
+    again = Stages(tmp_path, resume=True, config={"k": 1}, say=None)
+    np.testing.assert_array_equal(again.load("ann")["queries"], vectors)
+    np.testing.assert_array_equal(again.load("fit")[0], vectors)
+    np.testing.assert_array_equal(again.load("micro")["queries"], vectors + 1)
+    # sharing the second values again finds their file; a third gets the next one
+    again.share("user vectors", vectors + 1)
+    again.share("user vectors", vectors + 2)
+    assert sorted(p.name for p in tmp_path.glob("*.npy")) == [
+        "user vectors (2).npy", "user vectors (3).npy", "user vectors.npy"]
+
+
 def test_a_checkpoint_that_cannot_be_written_warns_and_the_run_goes_on(tmp_path,
                                                                        monkeypatch):
     import errno
