@@ -14,7 +14,7 @@ fit.pkl``) and the log, draws users of the first test chunk and prints one row:
   run's config), the share of a user's 10 nearest users (cosine of the user vectors, exact)
   in the user's own community, against chance.
 
-docs/scale.md quotes it ("ANN at scale").
+docs/scale_history.md quotes it ("ANN at scale").
 
     python benchmarks/ann_at_scale.py OUT_1_100 OUT_1_20 OUT_1_4 OUT_FULL
     python benchmarks/ann_at_scale.py OUT_1_4 --wider 60 0.3

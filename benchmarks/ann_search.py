@@ -15,7 +15,7 @@ searched, the best candidates reranked by the exact distance). With ``--hnsw M:E
 it also builds the HNSW graphs of faiss (``IndexHNSWFlat``, inner product on the unit
 vectors) and usearch (``metric="ip"``, float32) of degree M on the same vectors and
 queries them with a search breadth of EF, where those packages are installed (neither is
-a dependency of the package). docs/scale.md quotes it ("ANN at scale").
+a dependency of the package). docs/scale_history.md quotes it ("ANN at scale").
 
     python benchmarks/ann_search.py OUT_1_20 --cells 100:8 100:32 100:50 400:64
     python benchmarks/ann_search.py OUT_FULL --quantization int8

@@ -14,7 +14,7 @@ ranks alone (`mixture_topm`) and as ``reproduce`` ranks its two rows, from one s
 user (`MiCRO._recommend_with_paper`). With
 ``--ranges``, that ranking is also timed with this checkout's `personal_topm` for each
 (rows, items) of a block and range of its scatter (``range_rows``, ``range_items``; a
-range of the chunk's items or more is no ranges), against its defaults. docs/scale.md
+range of the chunk's items or more is no ranges), against its defaults. docs/scale_history.md
 quotes it ("Keeping a row's top m", "Large chunks scattered range by range").
 
     python benchmarks/kernels_against.py OUT --before /tmp/before --method "MiCRO (paper)"

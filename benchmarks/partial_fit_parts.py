@@ -16,7 +16,7 @@ that the part where the call's peak lies is named. Numba's arrays are counted to
 are not Python allocations, so tracemalloc would miss them).
 
 To compare two checkouts, run each one's copy of this file on the same run, one after the
-other (the file imports the package of its own checkout). docs/scale.md quotes it ("A test
+other (the file imports the package of its own checkout). docs/scale_history.md quotes it ("A test
 chunk at full scale, today").
 
     python benchmarks/partial_fit_parts.py OUT_FULL --chunks 2

@@ -14,7 +14,7 @@ Prints, per count: the ``phi`` entries retrieval reads (share of all, summed ove
 chunks), cpu microseconds per scored user of `step` (ranking and metrics; one process, the
 counts in turn on each chunk), recall@100 and MRR@100 over all points with the half width of
 a 95% interval, and the relative difference from count 0 with its paired interval
-(`RollingReport.compare`). docs/scale.md quotes it ("Pruning phi for retrieval"). A line
+(`RollingReport.compare`). docs/scale_history.md quotes it ("Pruning phi for retrieval"). A line
 on stderr after each chunk tells how far a long run got.
 
     python benchmarks/phi_pruning.py OUT_1_20 OUT_1_4 --chunks 8

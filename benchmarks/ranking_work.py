@@ -9,7 +9,7 @@ m = 100, one thread, nothing seen, the least of 3 calls, interleaved) three ways
 chunk's items as stored, numbered interest by interest (`group_by_interest`), and so
 numbered with every candidate offered to the heap of m (``sample=0``, no sampled cut).
 Every way scatters a row at a time over the whole chunk (no ranges of items, which the
-items as stored do not allow), so that the numbering alone is compared. docs/scale.md
+items as stored do not allow), so that the numbering alone is compared. docs/scale_history.md
 quotes it ("Why MiCRO's ranking grows faster than the log").
 
     python benchmarks/ranking_work.py OUT_1_100 OUT_1_20 OUT_1_4

@@ -6,7 +6,7 @@ over the first ``--chunks`` test chunks: each chunk is
 scored for its active users (`RollingEvaluation.step` without learning: ``recommend``,
 the metrics at 50 and 100 and the chunk's lookups), then learnt (``partial_fit``). Prints
 wall and cpu seconds of each, per chunk, so that the evaluation's cost at a scale can be
-read without running all of it. docs/scale.md quotes it ("A test chunk at full scale").
+read without running all of it. docs/scale_history.md quotes it ("A test chunk at full scale").
 
 With ``--shared`` (``--method MiCRO``), each chunk is taken as ``reproduce`` takes its two
 MiCRO rows: scored by the model's `MiCRO.paper_model` and by the model, then learnt by

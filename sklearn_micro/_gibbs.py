@@ -229,7 +229,7 @@ def sweep_seed(chunk_seed: int, pass_: int, sweep: int, partition: int) -> int:
 # a partition is given at least this many support entries to visit a sweep: below it the
 # sweep's dispatch, copies and merge cost more than a second thread saves (a chunk of 74k
 # engagements and about 1.8M entries ran 0.56 s on one partition and 0.69 s on two, one of
-# 368k and about 11M entries 8.7 s and 8.4 s; docs/scale.md)
+# 368k and about 11M entries 8.7 s and 8.4 s; docs/scale_history.md)
 MIN_PARTITION_WORK = 1 << 22
 
 

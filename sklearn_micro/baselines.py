@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # "auto" searches exactly below this many candidate items: up to here the exact search costs
-# about as much as NNDescent's index and queries together, or less (docs/scale.md, "ANN:
+# about as much as NNDescent's index and queries together, or less (docs/scale_history.md, "ANN:
 # exact below 50,000 items"), and it finds every item NNDescent misses
 _EXACT_MAX_ITEMS = 50_000
 # scores held at once by the exact blocked search

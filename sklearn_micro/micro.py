@@ -138,7 +138,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         fave's scale) and 1.7 (1/4) times faster than the exact top m for 2.8% and 1.2%
         of recall@100 (at full scale, measured before the exact top m became faster, 1.9
         times for 0.6%). With ``phi_decay``, 0.5 drops only carried counts under half an
-        engagement, for 0.1% of recall@100 (docs/scale.md, "Pruning phi for
+        engagement, for 0.1% of recall@100 (docs/scale_history.md, "Pruning phi for
         retrieval"). The held-out
         choice of ``personal="learned"`` ranks as `recommend` does; the sampler and
         `item_interests` use every count.
