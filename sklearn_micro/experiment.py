@@ -12,7 +12,6 @@ carries on from the last finished stage, or the last saved test chunk, with the 
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import os
 import pickle
@@ -253,12 +252,6 @@ def _read_shared(folder: Path, name: str) -> np.ndarray:
     return np.load(path, allow_pickle=False)
 
 
-def _shared_stem_of(stem: str) -> str:
-    """The name a shared array's file stem stands for: ``"v (2)"`` is a version of ``"v"``."""
-    head, sep, tail = stem.rpartition(" (")
-    return head if sep and tail.endswith(")") and tail[:-1].isdigit() else stem
-
-
 def _same_array(path: Path, array: np.ndarray, block_bytes: int = 1 << 26) -> bool:
     """Whether the ``.npy`` file at ``path`` holds ``array``'s values, read a block of rows
     at a time."""
@@ -268,11 +261,10 @@ def _same_array(path: Path, array: np.ndarray, block_bytes: int = 1 << 26) -> bo
         return False
     if saved.shape != array.shape or saved.dtype != array.dtype:
         return False
-    if array.ndim == 0 or array.size == 0:
-        return bool(np.array_equal(saved, array))
-    rows = max(1, block_bytes // max(1, array[0].nbytes if array.ndim > 1 else array.itemsize))
+    saved, array = np.atleast_1d(saved), np.atleast_1d(array)
+    rows = max(1, block_bytes // max(1, array[:1].nbytes))
     return all(np.array_equal(saved[start:start + rows], array[start:start + rows])
-               for start in range(0, array.shape[0], rows))
+               for start in range(0, len(array), rows))
 
 
 def load_checkpoint(path):
@@ -466,20 +458,17 @@ class Stages:
         keep reading what they were saved with."""
         if self.dir is None:
             return
-        versions = [stem for stem in self._shared if _shared_stem_of(stem) == name]
-        if any(self._shared[stem]() is array for stem in versions):
-            return
         if not self._started:
             self._start()
-        stem = name
-        for n in itertools.count(2):
-            path = self.dir / f"{stem}.npy"
-            if not path.is_file():
-                break
-            if _same_array(path, array):
+        # the files of the name's versions: one of them may hold the array already
+        stem, version = name, 1
+        while (path := self.dir / f"{stem}.npy").is_file():
+            ref = self._shared.get(stem)
+            if (ref is not None and ref() is array) or _same_array(path, array):
                 self._shared[stem] = weakref.ref(array)
                 return
-            stem = f"{name} ({n})"
+            version += 1
+            stem = f"{name} ({version})"
         # not saved, it is not shared: the checkpoints then hold copies of it
         if self._try_write(f"the shared array {name!r}", path, array=array):
             self._shared[stem] = weakref.ref(array)
