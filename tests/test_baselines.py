@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
-from recommender_checks import CHECKS, FixedEmbedder, check_recommender, make_log
+from recommender_checks import (
+    SCORE_RTOL,
+    FixedEmbedder,
+    check_recommender,
+    make_log,
+    recommender_checks,
+)
 from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import (
@@ -35,6 +41,10 @@ FACTORIES = {
     "als": lambda: ALSRecommender(n_components=4, iterations=3, window=2, random_state=0),
 }
 DATA = make_log()
+# ALS folds new items and users in through BLAS on float32, on factor tables whose shapes
+# depend on how many ids the call knows: chunks taken at once round otherwise than in turn
+# (the items agree, scores to about 1e-7 of the largest). The others compare to the bit.
+SCORE_RTOLS = {"als": SCORE_RTOL}
 
 
 # (factory, check) -> why the check does not apply
@@ -47,7 +57,7 @@ EXPECTED_FAILED = {
 
 def _protocol_cases():
     for name in FACTORIES:
-        for check in CHECKS:
+        for check in recommender_checks(score_rtol=SCORE_RTOLS.get(name, 0)):
             reason = EXPECTED_FAILED.get((name, check.__name__))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
             yield pytest.param(name, check, marks=marks, id=f"{name}-{check.__name__}")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from recommender_checks import CHECKS, FixedEmbedder, make_log
+from recommender_checks import FixedEmbedder, make_log, recommender_checks
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import MiCRO, SphericalKMeans
@@ -512,7 +512,8 @@ def _micro_pipeline():
                      ("micro", MiCRO(random_state=0))])
 
 
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+# MiCRO's arithmetic goes through no BLAS: answers composed differently are equal arrays
+@pytest.mark.parametrize("check", recommender_checks(score_rtol=0), ids=lambda c: c.__name__)
 def test_recommender_protocol(check):
     check(_micro_pipeline, *make_log())
 

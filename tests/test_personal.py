@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from recommender_checks import CHECKS, FixedEmbedder, make_log, state_differences
+from recommender_checks import FixedEmbedder, make_log, recommender_checks, state_differences
 from sklearn.pipeline import Pipeline
 from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
@@ -476,7 +476,8 @@ def _personal_pipeline(personal):
 
 
 @pytest.mark.parametrize("personal", ["learned", 0.5])
-@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+# MiCRO's arithmetic goes through no BLAS: answers composed differently are equal arrays
+@pytest.mark.parametrize("check", recommender_checks(score_rtol=0), ids=lambda c: c.__name__)
 def test_recommender_protocol_with_the_personal_component(check, personal):
     check(_personal_pipeline(personal), *make_log())
 
