@@ -226,37 +226,41 @@ def sweep_seed(chunk_seed: int, pass_: int, sweep: int, partition: int) -> int:
                .generate_state(1)[0])
 
 
-# a partition is given at least this many support entries to visit a sweep: below it the
-# sweep's dispatch, copies and merge cost more than a second thread saves (a chunk of 74k
-# engagements and about 1.8M entries ran 0.56 s on one partition and 0.69 s on two, one of
-# 368k and about 11M entries 8.7 s and 8.4 s; docs/scale_history.md)
+# the default of MiCRO's min_partition_work: a partition is given at least this many support
+# entries to visit a sweep; below it the sweep's dispatch, copies and merge cost more than a
+# second thread saves (a chunk of 74k engagements and about 1.8M entries ran 0.56 s on one
+# partition and 0.69 s on two, one of 368k and about 11M entries 8.7 s and 8.4 s;
+# docs/scale_history.md)
 MIN_PARTITION_WORK = 1 << 22
 
 
-def n_partitions(layout: ChunkLayout, n_jobs: int) -> int:
+def n_partitions(layout: ChunkLayout, n_jobs: int,
+                 min_work: int = MIN_PARTITION_WORK) -> int:
     """How many partitions a chunk is sampled in: ``n_jobs``, or fewer so that each visits
-    at least `MIN_PARTITION_WORK` support entries a sweep (at least one)."""
-    return partitions_for(int(layout.entry_ptr[-1]), n_jobs)
+    at least ``min_work`` support entries a sweep (at least one; ``min_work=0``:
+    ``n_jobs``)."""
+    return partitions_for(int(layout.entry_ptr[-1]), n_jobs, min_work)
 
 
-def partitions_for(work: int, n_jobs: int) -> int:
+def partitions_for(work: int, n_jobs: int, min_work: int = MIN_PARTITION_WORK) -> int:
     """`n_partitions` of a chunk whose sweep visits ``work`` support entries."""
-    return max(1, min(n_jobs, work // MIN_PARTITION_WORK)) if MIN_PARTITION_WORK else n_jobs
+    return max(1, min(n_jobs, work // min_work)) if min_work else n_jobs
 
 
 def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: float,
               max_sweeps: int, tol: float, chunk_seed: int, pass_: int = 0,
-              n_jobs: int = 1) -> list[float]:
+              n_jobs: int = 1, min_partition_work: int = MIN_PARTITION_WORK) -> list[float]:
     """Gibbs sweeps until converged or ``max_sweeps``; ``counts`` and ``z`` are updated in
     place. Returns the log-likelihood after each sweep.
 
-    The chunk is split into `n_partitions` partitions. With one partition the sweep runs
+    The chunk is split into `n_partitions` partitions (of ``n_jobs`` and
+    ``min_partition_work``). With one partition the sweep runs
     in place; with more, each partition samples against its own copy of the counts on a
     thread (inside joblib's Dask backend, on a worker of the cluster, see
     `sklearn_micro._dask`), and the assignments that moved are merged after the sweep.
     """
     i_beta = layout.n_items * beta
-    partitions = partition_layout(layout, n_partitions(layout, n_jobs))
+    partitions = partition_layout(layout, n_partitions(layout, n_jobs, min_partition_work))
     trace: list[float] = []
     # the log-likelihood's parallel sum takes as many threads as there are partitions: a
     # chunk sampled as one chain gives the n_jobs=1 chain to the last bit

@@ -15,7 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._dask import resolve_n_jobs
-from ._gibbs import build_layout, partitions_for, run_chain
+from ._gibbs import MIN_PARTITION_WORK, build_layout, partitions_for, run_chain
 from ._kernels import numba_threads, sampler
 from ._kernels.csr import keep_entries
 from ._kernels.topm import (
@@ -157,16 +157,22 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         about equal work and samples them at once on threads, each against its own copy
         of the (item, interest) counts it touches; the copies' changes are merged after
         every sweep (AD-LDA, Newman et al. 2009). A chunk gets fewer partitions when each
-        would visit fewer than 2**22 (about 4.2 million) support entries a sweep, where a
-        second thread costs more than it saves: a small chunk is sampled as one chain
-        whatever ``n_jobs`` (for users of 25 interests, below about 170,000
-        engagements). `recommend` ranks users on ``n_jobs`` threads. None means 1 unless
-        in a `joblib.parallel_config` context; -1 means all processors. Results are
-        deterministic for a given ``random_state`` and ``n_jobs``; different ``n_jobs``
-        give different chains of the same quality.
+        would visit fewer than ``min_partition_work`` support entries a sweep.
+        `recommend` ranks users on ``n_jobs`` threads. None means 1 unless in a
+        `joblib.parallel_config` context; -1 means all processors. Results are
+        deterministic for a given ``random_state``, ``n_jobs`` and
+        ``min_partition_work``; different numbers of partitions give different chains
+        of the same quality.
         Inside ``joblib.parallel_config(backend="dask")`` the partitions are sampled on
         the cluster's workers, with the same results as on threads; None or -1 then means
         the cluster's worker threads (see docs/dask.md).
+    min_partition_work : int >= 0, default=4194304
+        The fewest support entries (an engagement times its user's interests) that each
+        partition of a chunk visits a sweep: below ``n_jobs`` times this, a chunk is
+        split into fewer partitions, at least one. Below 2**22 a second thread costs more
+        than it saves, so a small chunk is sampled as one chain whatever ``n_jobs`` (for
+        users of 25 interests, below about 170,000 engagements). 0 splits every chunk
+        into ``n_jobs`` partitions, to test the partitioned sampler on small chunks.
     verbose : int, default=0
         Print one line per chunk (sweeps, changed assignments, log-likelihood), and in
         `fit` one line per setting chosen from the training log ("auto", "learned") with
@@ -287,12 +293,14 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
+        "min_partition_work": [Interval(Integral, 0, None, closed="left")],
         "verbose": ["verbose"],
     }
 
     def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", personal_window=8,
                  personal_decay=0.5, phi_decay="auto", phi_min_count=0, max_sweeps=100,
-                 tol=1e-3, random_state=None, n_jobs=None, verbose=0):
+                 tol=1e-3, random_state=None, n_jobs=None,
+                 min_partition_work=MIN_PARTITION_WORK, verbose=0):
         self.alpha = alpha
         self.beta = beta
         self.personal = personal
@@ -304,6 +312,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         self.tol = tol
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.min_partition_work = min_partition_work
         self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
@@ -526,7 +535,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             with _numba_threads(self.n_jobs):
                 trace += run_chain(layout, counts, z_assignable, beta=float(self.beta),
                                    max_sweeps=self.max_sweeps, tol=self.tol,
-                                   chunk_seed=chunk_seed, pass_=pass_, n_jobs=n_jobs)
+                                   chunk_seed=chunk_seed, pass_=pass_, n_jobs=n_jobs,
+                                   min_partition_work=self.min_partition_work)
             z[assignable] = z_assignable
             item_interest = _main_interests(item_interest, engagements.items, layout,
                                             counts.entry_count)
@@ -546,7 +556,8 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         user = self.user_ids_.lookup(log.user, name="users")
         size = np.diff(self.support_indptr_)
         known = user[(user >= 0) & (user < size.shape[0])]
-        return partitions_for(int(size[known].sum()), resolve_n_jobs(self.n_jobs))
+        return partitions_for(int(size[known].sum()), resolve_n_jobs(self.n_jobs),
+                              self.min_partition_work)
 
     def _chunk_engagements(self, log: EngagementLog) -> _ChunkEngagements:
         """A chunk's engagements in internal indices, sorted by user."""

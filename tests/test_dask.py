@@ -40,7 +40,6 @@ from sklearn_micro import (  # noqa: E402
     MiCRO,
     PopularityRecommender,
     SphericalKMeans,
-    _gibbs,  # noqa: E402
 )
 from sklearn_micro._dask import recommend_on_cluster, resolve_n_jobs  # noqa: E402
 from sklearn_micro._gibbs import run_chain  # noqa: E402
@@ -161,7 +160,8 @@ def _recall(model, chunk):
 
 
 def _micro(train, interests, chunk, **params):
-    params = {"random_state": 3, "n_jobs": 2, "max_sweeps": 12, **params}
+    params = {"random_state": 3, "n_jobs": 2, "max_sweeps": 12, "min_partition_work": 0,
+              **params}
     return MiCRO(**params).fit(train, item_interest=interests).partial_fit(chunk)
 
 
@@ -188,9 +188,9 @@ def test_counts_equal_a_recount_after_every_sweep_on_the_cluster(client, seed):
     for sweep in range(3):
         with joblib.parallel_config(backend="dask"):
             run_chain(layout, counts, z, beta=0.1, max_sweeps=1, tol=0, chunk_seed=seed,
-                      pass_=sweep, n_jobs=3)
+                      pass_=sweep, n_jobs=3, min_partition_work=0)
         run_chain(layout, counts_threads, z_threads, beta=0.1, max_sweeps=1, tol=0,
-                  chunk_seed=seed, pass_=sweep, n_jobs=3)
+                  chunk_seed=seed, pass_=sweep, n_jobs=3, min_partition_work=0)
         assert ((z >= 0) & (z < size)).all()
         recount = _recount(layout, z)
         for name in ("user_count", "entry_count", "interest_count"):
@@ -239,7 +239,8 @@ class KillOnce(WorkerPlugin):
 
 def test_a_sweep_that_cannot_finish_times_out_and_keeps_the_model(client, generated):
     train, interests, chunk, _ = generated
-    model = MiCRO(random_state=3, n_jobs=2).fit(train, item_interest=interests)
+    model = MiCRO(random_state=3, n_jobs=2, min_partition_work=0).fit(
+        train, item_interest=interests)
     before = state(model)
     busy = Event("test-dask-busy")
     blockers = [client.submit(busy.wait, 60, workers=[worker], pure=False)
@@ -267,7 +268,8 @@ def _search(n_jobs_micro=2):
     pipe = Pipeline([
         ("embed", GraphEmbedder(n_components=16, iterations=5, random_state=0, n_jobs=1)),
         ("interests", SphericalKMeans(random_state=0)),
-        ("micro", MiCRO(random_state=0, n_jobs=n_jobs_micro, max_sweeps=20)),
+        ("micro", MiCRO(random_state=0, n_jobs=n_jobs_micro, max_sweeps=20,
+                        min_partition_work=0)),
     ])
     return GridSearchCV(pipe, {"interests__n_clusters": [4, 8]},
                         cv=ChunkSplit(n_splits=2, test_chunks=2),
@@ -279,8 +281,6 @@ def test_grid_search_over_k_on_the_cluster_equals_the_local_search(client):
     """The search's fits and scorers run on the workers, and the samplers of their
     `partial_fit` submit their sweeps to the cluster from there."""
     local = _search()
-    # the fits run in the workers' processes: there too, the small chunks get partitions
-    client.run(setattr, _gibbs, "MIN_PARTITION_WORK", 0)
     # the sweeps are submitted from the workers' processes, where the `submitted` spy does
     # not reach: the task stream shows them (one is enough here, not a count)
     with joblib.parallel_config(backend="dask"), get_task_stream(client) as tasks:
@@ -293,19 +293,34 @@ def test_grid_search_over_k_on_the_cluster_equals_the_local_search(client):
     assert_same_state(remote.best_estimator_[-1], local.best_estimator_[-1])
 
 
-def test_fixed_embedder_pipeline_runs_on_the_cluster(client):
-    """The pipeline's MiCRO fitted on the cluster with n_jobs left to the cluster."""
+def test_fixed_embedder_pipeline_runs_on_the_cluster(client, sweep_log):
+    """The pipeline's MiCRO fitted on the cluster with n_jobs left to the cluster (its two
+    worker threads: two partitions) equals the pipeline fitted on two threads: the same
+    state and the same recommendations."""
     from recommender_checks import make_log
 
     X_train, X_next = make_log()
-    pipe = Pipeline([("embed", FixedEmbedder()),
-                     ("interests", SphericalKMeans(n_clusters=3, random_state=0)),
-                     ("micro", MiCRO(random_state=0))])
+
+    def pipeline(n_jobs):
+        return Pipeline([("embed", FixedEmbedder()),
+                         ("interests", SphericalKMeans(n_clusters=3, random_state=0)),
+                         ("micro", MiCRO(random_state=0, n_jobs=n_jobs,
+                                         min_partition_work=0))])
+
     with joblib.parallel_config(backend="dask"):
-        pipe.fit(X_train)
-        pipe[-1].partial_fit(X_next)
-    items, _ = pipe[-1].recommend(X_next.user.unique(), m=5)
-    assert items.shape[1] == 5
+        remote = pipeline(None).fit(X_train)
+        remote[-1].partial_fit(X_next)
+    assert sweep_log.sweeps, "the sweeps did not run on the cluster"
+    local = pipeline(2).fit(X_train)
+    local[-1].partial_fit(X_next)
+    users = np.concatenate([X_next.user.unique(), X_train.user.unique(), [-1]])
+    items, scores = remote[-1].recommend(users, m=5)
+    expected = local[-1].recommend(users, m=5)
+    np.testing.assert_array_equal(items, expected[0])
+    np.testing.assert_array_equal(scores, expected[1])
+    assert (items[:, 0] != -1).all()
+    remote[-1].n_jobs = 2
+    assert_same_state(remote[-1], local[-1])
 
 
 # ------------------------------------------------ retrieval and the rolling evaluation
@@ -314,7 +329,8 @@ def test_fixed_embedder_pipeline_runs_on_the_cluster(client):
 def fitted(generated):
     """MiCRO fitted on the training chunks, and the two chunks after them as one test log."""
     train, interests, chunk, nxt = generated
-    model = MiCRO(random_state=3, n_jobs=2, max_sweeps=8).fit(train, item_interest=interests)
+    model = MiCRO(random_state=3, n_jobs=2, max_sweeps=8, min_partition_work=0).fit(
+        train, item_interest=interests)
     test = check_log(np.column_stack([np.concatenate([c.user, c.item, c.chunk])
                                       .reshape(3, -1) for c in (chunk, nxt)]).T)
     return model, test

@@ -2,11 +2,15 @@
 
 - One Gibbs step on a tiny chunk, drawn many times, against the exact conditional
   ``p(z = k) ∝ (alpha_u[k] + N[u,k]) (beta + N[i,k,t]) / (I_t beta + N[k,t])`` enumerated
-  by hand, with a chi-square test; the same test rejects a wrong conditional.
+  by hand, with a chi-square test, from the kernel and through `partial_fit`; the same
+  draws reject a wrong conditional (the denominator left out, or the engagement's own
+  assignment left in it).
 - ``recommend`` against a dense scan of ``theta @ phi`` over the latest chunk's items, on
   logs drawn by hypothesis: equal up to ties; with ``phi_min_count``, the scan of the
   counts below it taken as 0.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -50,28 +54,59 @@ def gibbs_step_draws(e_user, e_item, supports, carried, *, alpha, beta, n_draws,
     return draws
 
 
-# -- a tiny chunk -----------------------------------------------------------------------------
-# User A (interests 0, 1, 2 with training counts 3, 1, 2) engages item 0 once; users B, C and
-# D, each with one interest (0, 1 and 2), fix the item and interest counts around it.
-ALPHA, BETA = 0.5, 0.1
-CARRIED_A = {0: 3, 1: 1, 2: 2}
-# (user, local item) of the chunk's engagements, A's first
-CHUNK = [("A", 0)] + [("B", 0)] * 2 + [("B", 1)] * 3 + [("C", 0)] + [("D", 2)] * 4
-ONLY = {"B": 0, "C": 1, "D": 2}
+# -- tiny chunks --------------------------------------------------------------------------------
 
 
-def exact_conditional(*, with_denominator=True):
-    """p(z = k) of A's engagement given the others, enumerated from the counts."""
-    others = CHUNK[1:]
-    n_items = len({i for _, i in CHUNK})
-    item_k = {k: sum(1 for u, i in others if i == 0 and ONLY[u] == k) for k in range(3)}
-    k_total = {k: sum(1 for u, _ in others if ONLY[u] == k) for k in range(3)}
-    weight = np.array([
-        (ALPHA + CARRIED_A[k]) * (BETA + item_k[k])
-        / ((n_items * BETA + k_total[k]) if with_denominator else 1.0)
-        for k in range(3)
-    ])
-    return weight / weight.sum()
+@dataclass(frozen=True)
+class TinyChunk:
+    """User A (interests 0, 1, 2 with training counts ``carried``) engages local item 0
+    once, first; users of one interest each (``only``) fix the item and interest counts
+    around it, so a sweep is one Gibbs step for A's engagement."""
+
+    alpha: float
+    beta: float
+    carried: dict
+    engagements: list  # (user, local item), A's first
+    only: dict
+
+    def conditional(self, *, with_denominator=True, own=None):
+        """p(z = k) of A's engagement given the others, enumerated from the counts; with
+        ``own``, the wrong one that leaves A's own assignment ``own`` in ``N[k,t]``."""
+        others = self.engagements[1:]
+        n_items = len({i for _, i in self.engagements})
+        item_k = {k: sum(1 for u, i in others if i == 0 and self.only[u] == k)
+                  for k in range(3)}
+        k_total = {k: sum(1 for u, _ in others if self.only[u] == k) for k in range(3)}
+        weight = np.array([
+            (self.alpha + self.carried[k]) * (self.beta + item_k[k])
+            / ((n_items * self.beta + k_total[k] + (k == own)) if with_denominator else 1.0)
+            for k in range(3)
+        ])
+        return weight / weight.sum()
+
+    def own_left_in_after_one_sweep(self):
+        """The law of A's draw under that wrong conditional, from a uniform start."""
+        return np.mean([self.conditional(own=k) for k in range(3)], axis=0)
+
+    def own_left_in_chain(self):
+        """The stationary law of repeated steps under that wrong conditional."""
+        steps = np.array([self.conditional(own=k) for k in range(3)])
+        values, vectors = np.linalg.eig(steps.T)
+        law = np.real(vectors[:, np.argmin(np.abs(values - 1))])
+        return law / law.sum()
+
+
+# A with counts 3, 1, 2; B, C and D of interests 0, 1 and 2
+TINY = TinyChunk(alpha=0.5, beta=0.1, carried={0: 3, 1: 1, 2: 2},
+                 engagements=[("A", 0)] + [("B", 0)] * 2 + [("B", 1)] * 3 + [("C", 0)]
+                 + [("D", 2)] * 4,
+                 only={"B": 0, "C": 1, "D": 2})
+# no engagement but A's in interest 1 and a small beta: A's own assignment, left in N[k,t],
+# would weigh I_t beta = 0.03 against 1.03 there, an off-by-one that 1,500 draws see
+SHARP = TinyChunk(alpha=0.5, beta=0.01, carried={0: 3, 1: 3, 2: 2},
+                  engagements=[("A", 0)] + [("B", 0)] * 2 + [("B", 1)] * 3 + [("D", 0)]
+                  + [("D", 2)] * 4,
+                  only={"B": 0, "D": 2})
 
 
 def _chi2_pvalue(draws, p):
@@ -82,43 +117,64 @@ def _chi2_pvalue(draws, p):
 def test_exact_conditional_of_the_tiny_chunk():
     # (0.5 + 3)(0.1 + 2)/(0.3 + 5), (0.5 + 1)(0.1 + 1)/(0.3 + 1), (0.5 + 2)(0.1 + 0)/(0.3 + 4)
     weight = np.array([3.5 * 2.1 / 5.3, 1.5 * 1.1 / 1.3, 2.5 * 0.1 / 4.3])
-    np.testing.assert_allclose(exact_conditional(), weight / weight.sum())
+    np.testing.assert_allclose(TINY.conditional(), weight / weight.sum())
+    # (0.5 + 3)(0.01 + 2)/(0.03 + 5), (0.5 + 3)(0.01 + 0)/0.03, (0.5 + 2)(0.01 + 1)/(0.03 + 5)
+    weight = np.array([3.5 * 2.01 / 5.03, 3.5 * 0.01 / 0.03, 2.5 * 1.01 / 5.03])
+    np.testing.assert_allclose(SHARP.conditional(), weight / weight.sum())
+    weight[1] = 3.5 * 0.01 / 1.03
+    np.testing.assert_allclose(SHARP.conditional(own=1), weight / weight.sum())
+
+
+def _kernel_draws(tiny, n_draws):
+    users = {"A": 0, **{u: j + 1 for j, u in enumerate(tiny.only)}}
+    return gibbs_step_draws(
+        [users[u] for u, _ in tiny.engagements], [i for _, i in tiny.engagements],
+        supports=[[0, 1, 2]] + [[k] for k in tiny.only.values()],
+        carried=[[tiny.carried[k] for k in range(3)]] + [[1]] * len(tiny.only),
+        alpha=tiny.alpha, beta=tiny.beta, n_draws=n_draws, seed=0)
 
 
 def test_gibbs_step_matches_the_exact_conditional():
-    users = {"A": 0, "B": 1, "C": 2, "D": 3}
-    draws = gibbs_step_draws(
-        [users[u] for u, _ in CHUNK], [i for _, i in CHUNK],
-        supports=[[0, 1, 2], [0], [1], [2]],
-        carried=[[CARRIED_A[k] for k in range(3)], [1], [1], [1]],
-        alpha=ALPHA, beta=BETA, n_draws=60_000, seed=0)
-    assert _chi2_pvalue(draws, exact_conditional()) > 1e-3
-    # the test has the power to see a wrong conditional (the denominator left out)
-    assert _chi2_pvalue(draws, exact_conditional(with_denominator=False)) < 1e-12
+    draws = _kernel_draws(TINY, 60_000)
+    assert _chi2_pvalue(draws, TINY.conditional()) > 1e-3
+    # the test has the power to see a wrong conditional: the denominator left out, or the
+    # engagement's own assignment left in it
+    assert _chi2_pvalue(draws, TINY.conditional(with_denominator=False)) < 1e-12
+    assert _chi2_pvalue(draws, TINY.own_left_in_chain()) < 1e-6
 
 
-def test_one_sweep_of_partial_fit_draws_from_the_exact_conditional():
-    """The same through the public API: fit on a training log that gives A its counts,
-    partial_fit the chunk with one sweep, and read A's new count from support_count_."""
-    ids = {"A": 1, "B": 2, "C": 3, "D": 4}
+def _partial_fit_draws(tiny, n_draws):
+    """A's interest after one sweep of `partial_fit`, once per seed: fit on a training log
+    that gives A its counts, partial_fit the chunk with one sweep, and read A's new count
+    from support_count_."""
+    ids = {"A": 1, **{u: j + 2 for j, u in enumerate(tiny.only)}}
     train_items = {0: 10, 1: 11, 2: 12}
-    train = [(ids["A"], train_items[k], 0) for k, c in CARRIED_A.items() for _ in range(c)]
-    train += [(ids[u], train_items[k], 0) for u, k in ONLY.items()]
-    chunk = np.array([(ids[u], 100 + i, 1) for u, i in CHUNK])
+    train = [(ids["A"], train_items[k], 0) for k, c in tiny.carried.items() for _ in range(c)]
+    train += [(ids[u], train_items[k], 0) for u, k in tiny.only.items()]
+    chunk = np.array([(ids[u], 100 + i, 1) for u, i in tiny.engagements])
     interests = (list(train_items.values()), list(train_items))
+    carried = np.array([tiny.carried[k] for k in range(3)])
     draws = []
-    for seed in range(1500):
-        model = MiCRO(alpha=ALPHA, beta=BETA, max_sweeps=1, tol=0, random_state=seed,
-                      personal=0, phi_decay=0)
+    for seed in range(n_draws):
+        model = MiCRO(alpha=tiny.alpha, beta=tiny.beta, max_sweeps=1, tol=0,
+                      random_state=seed, personal=0, phi_decay=0)
         model.fit(np.array(train), item_interest=interests).partial_fit(chunk)
         a = model.user_ids_.lookup([ids["A"]])[0]
         span = slice(model.support_indptr_[a], model.support_indptr_[a + 1])
-        gained = model.support_count_[span] - np.array([CARRIED_A[k] for k in range(3)])
+        gained = model.support_count_[span] - carried
         assert gained.sum() == 1
         draws.append(model.support_interest_[span][np.argmax(gained)])
-    draws = np.array(draws)
-    assert _chi2_pvalue(draws, exact_conditional()) > 1e-3
-    assert _chi2_pvalue(draws, exact_conditional(with_denominator=False)) < 1e-6
+    return np.array(draws)
+
+
+def test_one_sweep_of_partial_fit_draws_from_the_exact_conditional():
+    """The same through the public API, on the chunk where an off-by-one in ``N[k,t]``
+    shows: the draws follow the exact conditional and reject the one that leaves the
+    engagement's own assignment in the denominator."""
+    draws = _partial_fit_draws(SHARP, 1500)
+    assert _chi2_pvalue(draws, SHARP.conditional()) > 1e-3
+    assert _chi2_pvalue(draws, SHARP.own_left_in_after_one_sweep()) < 1e-6
+    assert _chi2_pvalue(draws, SHARP.conditional(with_denominator=False)) < 1e-6
 
 
 # -- recommend against a dense scan -----------------------------------------------------------

@@ -107,7 +107,7 @@ def test_micro_failure_after_a_sampled_chunk(monkeypatch, error):
 
 @pytest.mark.parametrize("n_jobs", [None, 2])
 def test_micro_failure_inside_the_kernel(monkeypatch, n_jobs):
-    model = _micro().set_params(n_jobs=n_jobs)
+    model = _micro().set_params(n_jobs=n_jobs, min_partition_work=0)
     rest = X_NEXT[X_NEXT.chunk > X_NEXT.chunk.min()]
     untouched = _copy(model)
     owner, name = MICRO_KERNEL

@@ -315,7 +315,7 @@ def test_counts_equal_a_recount_after_every_sweep(case, n_jobs):
                                 strict=True))
     for sweep in range(3):
         run_chain(layout, counts, z, beta=0.1, max_sweeps=1, tol=0, chunk_seed=seed,
-                  pass_=sweep, n_jobs=n_jobs)
+                  pass_=sweep, n_jobs=n_jobs, min_partition_work=0)
         assert ((z >= 0) & (z < size)).all()
         recount = _recount(layout, z)
         np.testing.assert_array_equal(recount.user_count, counts.user_count)
@@ -409,7 +409,7 @@ def test_known_answer_on_the_generative_model(n_jobs):
                                   n_engagements=60000, random_state=0, return_truth=True)
     train = log.take(log.chunk < 4)
     train_items = np.unique(train.item)
-    model = MiCRO(random_state=0, n_jobs=n_jobs).fit(
+    model = MiCRO(random_state=0, n_jobs=n_jobs, min_partition_work=0).fit(
         train, item_interest=(train_items, truth["item_interest"][train_items]))
     for t in range(4, 8):
         nxt = log.take(log.chunk == t)
@@ -444,17 +444,17 @@ def _generated(seed=0):
 
 def test_parallel_sampler_is_deterministic_per_seed_and_n_jobs():
     train, interests, chunk, _ = _generated()
-    models = [MiCRO(random_state=3, n_jobs=2, max_sweeps=12).fit(
+    models = [MiCRO(random_state=3, n_jobs=2, max_sweeps=12, min_partition_work=0).fit(
         train, item_interest=interests).partial_fit(chunk) for _ in range(2)]
     assert state(models[0]) == state(models[1])
-    one = MiCRO(random_state=3, n_jobs=1, max_sweeps=12).fit(
+    one = MiCRO(random_state=3, n_jobs=1, max_sweeps=12, min_partition_work=0).fit(
         train, item_interest=interests).partial_fit(chunk)
     assert not np.array_equal(one.phi_count_, models[0].phi_count_)
 
 
 def test_small_chunks_are_sampled_as_one_chain(monkeypatch):
-    """Below MIN_PARTITION_WORK support entries per partition a chunk gets fewer partitions:
-    one for this small chunk, which then samples exactly the n_jobs=1 chain."""
+    """Below min_partition_work support entries per partition a chunk gets fewer partitions:
+    by default one for this small chunk, which then samples exactly the n_jobs=1 chain."""
     import sklearn_micro._gibbs as gibbs
 
     train, interests, chunk, _ = _generated()
@@ -466,18 +466,73 @@ def test_small_chunks_are_sampled_as_one_chain(monkeypatch):
         return real(layout, n)
 
     monkeypatch.setattr(gibbs, "partition_layout", spy)
-    monkeypatch.setattr(gibbs, "MIN_PARTITION_WORK", 1 << 22)
+    assert MiCRO().min_partition_work == 1 << 22
     models = [MiCRO(random_state=3, n_jobs=n_jobs, max_sweeps=12).fit(
         train, item_interest=interests).partial_fit(chunk) for n_jobs in (1, 2)]
     assert list(layout_work) == [1] and 0 < layout_work[1] < 1 << 22
     models[1].n_jobs = 1
     assert state(models[0]) == state(models[1])  # the same chain, to the last bit
     # a threshold of half the chunk's work gives it two partitions, not n_jobs = 3
-    monkeypatch.setattr(gibbs, "MIN_PARTITION_WORK", layout_work[1] // 2)
+    work = layout_work[1]
     layout_work.clear()
-    MiCRO(random_state=3, n_jobs=3, max_sweeps=2).fit(
+    MiCRO(random_state=3, n_jobs=3, max_sweeps=2, min_partition_work=work // 2).fit(
         train, item_interest=interests).partial_fit(chunk)
     assert max(layout_work) == 2  # the chunk's passes, each by its own work
+    # and 0 gives every chunk n_jobs partitions
+    layout_work.clear()
+    MiCRO(random_state=3, n_jobs=3, max_sweeps=2, min_partition_work=0).fit(
+        train, item_interest=interests).partial_fit(chunk)
+    assert set(layout_work) == {3}
+    with pytest.raises(ValueError, match="min_partition_work"):
+        MiCRO(min_partition_work=-1).fit(train, item_interest=interests)
+
+
+def _mirrored_groups(n_users=30, seed=0):
+    """Users 0.. and 100.. that mirror each other: the same training engagements on items
+    0-9 (interests 0, 1) and 100-109 (interests 2, 3), and the same chunk engagements on
+    new items 1000.. and 2000..; the two groups share no item and no interest."""
+    rng = np.random.default_rng(seed)
+    train, chunk = [], []
+    for j in range(n_users):
+        for _ in range(rng.integers(2, 6)):
+            item = int(rng.integers(0, 10))
+            train += [(j, item, 0), (100 + j, 100 + item, 0)]
+        for _ in range(rng.integers(4, 9)):
+            item = int(rng.integers(0, 20))
+            chunk += [(j, 1000 + item, 1), (100 + j, 2000 + item, 1)]
+    items = np.r_[np.arange(10), 100 + np.arange(10)]
+    interests = np.r_[np.arange(10) // 5, 2 + np.arange(10) // 5]
+    return np.array(train), (items, interests), np.array(chunk)
+
+
+def test_partitions_draw_independent_streams(monkeypatch):
+    """A chunk of two mirrored groups of users, split into one partition each: each
+    partition's chain is a Gibbs chain of its own group alone. Were the partitions to draw
+    the same random stream, the two chains would be coupled (the same uniforms through the
+    same conditionals) and meet within a few sweeps: every mirrored user would end with
+    the same mixture. Independent streams leave most mirrored pairs apart."""
+    import sklearn_micro._gibbs as gibbs
+
+    train, interests, chunk = _mirrored_groups()
+    cuts = []
+    real = gibbs.partition_layout
+
+    def spy(layout, n):
+        parts = real(layout, n)
+        cuts.append([p.engagements for p in parts])
+        return parts
+
+    monkeypatch.setattr(gibbs, "partition_layout", spy)
+    model = MiCRO(alpha=0.5, beta=0.1, personal=0, phi_decay=0, max_sweeps=40, tol=0,
+                  n_jobs=2, min_partition_work=0, random_state=0)
+    model.fit(train, item_interest=interests).partial_fit(chunk)
+    half = chunk.shape[0] // 2
+    assert cuts == [[slice(0, half), slice(half, 2 * half)]]  # one partition per group
+    a = model.user_interests(np.arange(30)).toarray()
+    b = model.user_interests(100 + np.arange(30)).toarray()
+    assert not a[:, 2:].any() and not b[:, :2].any()
+    same = np.all(a[:, :2] == b[:, 2:], axis=1)
+    assert same.mean() < 0.9, f"{same.sum()} of 30 mirrored users have the same mixture"
 
 
 def test_parallel_sampler_agrees_with_the_sequential_chain():
@@ -492,7 +547,7 @@ def test_parallel_sampler_agrees_with_the_sequential_chain():
     for n_jobs in (1, 2):
         ll, recall = [], []
         for seed in range(4):
-            model = MiCRO(random_state=seed, n_jobs=n_jobs).fit(
+            model = MiCRO(random_state=seed, n_jobs=n_jobs, min_partition_work=0).fit(
                 train, item_interest=interests).partial_fit(chunk)
             ll.append(model.log_likelihood_[4][-1])
             recs, _ = model.recommend(users, 100)
@@ -591,7 +646,7 @@ def fitted_state(model):
 
 def test_paper_model_is_the_paper_model_fitted_apart():
     train, interests, chunk4, chunk5 = _generated()
-    params = dict(random_state=3, n_jobs=2, max_sweeps=12)
+    params = dict(random_state=3, n_jobs=2, max_sweeps=12, min_partition_work=0)
     ours = MiCRO(personal=0.3, phi_decay=0.5, **params).fit(train, item_interest=interests)
     apart = MiCRO(personal=0, phi_decay=0, **params).fit(train, item_interest=interests)
     users = np.unique(np.concatenate([chunk4.user, chunk5.user, [-7]]))

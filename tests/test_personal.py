@@ -143,6 +143,44 @@ def test_recommend_equals_a_dense_computation_of_s(log, m, personal, window, dec
         assert (items[row, n_ranked:] == -1).all() and np.isneginf(scores[row, n_ranked:]).all()
 
 
+def unlucky_sample_log(n_items=CUT_SAMPLE * 10):
+    """A log whose latest chunk gives the top-m kernels' sampled cut too high: one interest,
+    every user's support; ``n_items`` items, every tenth engaged 10 to 19 times and the
+    others 1 to 9 times, numbered so that the strided sample of `CUT_SAMPLE` scores reads
+    the tenths only. User 1000 has recent items of the training chunk (outside the latest
+    one). Returns the log and the training items' interests."""
+    item = np.arange(n_items)
+    count = np.where(item % 10 == 0, 10 + (item // 10) % 10, 1 + item % 9)
+    engaged = np.repeat(item, count)
+    chunk = np.column_stack([np.arange(engaged.shape[0]) % 200, engaged,
+                             np.ones_like(engaged)])
+    train = [(u, 10**6, 0) for u in range(200)]
+    train += [(1000, 10**6 + j, 0) for j in range(6)] + [(1000, 10**6 + 1, 0)]
+    train_items = np.arange(10**6, 10**6 + 6)
+    return np.array(train), (train_items, np.zeros(6, np.int64)), chunk
+
+
+@pytest.mark.parametrize("personal", [0, 0.5])
+@pytest.mark.parametrize("m", [100, 300])
+def test_recommend_past_the_sampled_cut_equals_a_dense_computation(personal, m):
+    """Through `recommend`, a chunk of 5,120 candidates (more than twice `CUT_SAMPLE`, and
+    16 times m) is ranked with a sampled cut; the sample reads only the best tenth of the
+    items, so fewer than m reach the cut and the rest must come from the second pass below
+    it. The answer is the dense computation's best m, scored as it scores them."""
+    train, interests, chunk = unlucky_sample_log()
+    model = MiCRO(personal=personal, phi_decay=0, random_state=0).fit(
+        train, item_interest=interests).partial_fit(chunk)
+    users = np.array([1000, 0, 7])
+    items, scores = model.recommend(users, m)
+    dense, _ = dense_personal_scores(model, users, np.vstack([train, chunk]), personal)
+    for row in range(users.shape[0]):
+        position = model.item_ids_.lookup(items[row])
+        assert (position >= 0).all() and np.unique(items[row]).shape[0] == m
+        np.testing.assert_allclose(scores[row], dense[row, position], rtol=1e-6, atol=1e-12)
+        np.testing.assert_allclose(scores[row], np.sort(dense[row])[::-1][:m], rtol=1e-6,
+                                   atol=1e-12)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(logs(), st.integers(1, 12), st.sampled_from([0.0, 0.5]), st.booleans(),
        st.integers(0, 3))

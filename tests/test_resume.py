@@ -438,16 +438,15 @@ def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypat
     (`MiCRO._recommend_with_paper`); a chunk sampled as one chain is sampled while it is
     scored (`_learning_beside`), one sampled in partitions after; the reports are still
     those of evaluating apart."""
-    from sklearn_micro import MiCRO, _gibbs, experiment
-
-    if one_chain:  # the package's threshold: these chunks are one chain each
-        monkeypatch.setattr(_gibbs, "MIN_PARTITION_WORK", 1 << 22)
+    from sklearn_micro import MiCRO, experiment
 
     log = make_engagements(n_users=300, n_items=400, n_chunks=7, n_interests=4,
                            n_engagements=6000, random_state=2)
     train, test = experiment.split_chunks(log, 3)
     settings = dict(n_interests=4, n_components=8, m_values=(10, 50), log=None,
-                    micro_params={"personal": 0.3, "phi_decay": phi_decay})
+                    micro_params={"personal": 0.3, "phi_decay": phi_decay,
+                                  # the default threshold makes these chunks one chain each
+                                  **({} if one_chain else {"min_partition_work": 0})})
     sampled, paired, threads = [], [], []
     partial_fit = MiCRO.partial_fit
     with_paper = MiCRO._recommend_with_paper
@@ -496,9 +495,8 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
     Ctrl-C comes while the scored chunk waits for its sampler: the error is raised, no
     point is kept, and the model is as it was before the chunk (then the chunk evaluates
     as if nothing had happened)."""
-    from sklearn_micro import MiCRO, _gibbs, experiment
+    from sklearn_micro import MiCRO, experiment
 
-    monkeypatch.setattr(_gibbs, "MIN_PARTITION_WORK", 1 << 22)  # one chain a chunk
     log = make_engagements(n_users=200, n_items=300, n_chunks=5, n_interests=4,
                            n_engagements=3000, random_state=3)
     train, test = experiment.split_chunks(log, 3)
