@@ -152,7 +152,7 @@ def test_uint64_ids_leave_a_fitted_model_as_it_was():
     np.testing.assert_array_equal(model.recommend([0, 1], 3)[0], before[0])
 
 
-# -- open cases: the fix belongs to files that others are changing ---------------------------
+# -- pipelines, and MiCRO's chunks and interests ---------------------------------------------
 
 
 def test_pandas_transform_output_keeps_the_pipeline_working():
@@ -163,11 +163,19 @@ def test_pandas_transform_output_keeps_the_pipeline_working():
     from sklearn_micro import GraphEmbedder, SphericalKMeans
 
     X = pd.DataFrame(np.tile(TRAIN, (3, 1)), columns=["user", "item", "chunk"])
-    with config_context(transform_output="pandas"):
-        pipe = Pipeline([("embed", GraphEmbedder(n_components=2, random_state=0)),
+
+    def pipeline():
+        return Pipeline([("embed", GraphEmbedder(n_components=2, random_state=0)),
                          ("interests", SphericalKMeans(n_clusters=2, random_state=0)),
-                         ("micro", MiCRO(random_state=0))]).fit(X)
-    assert pipe[-1].recommend([0], 2)[0].shape == (1, 2)
+                         ("micro", MiCRO(random_state=0))])
+
+    with config_context(transform_output="pandas"):
+        pipe = pipeline().fit(X)
+    # the same model as without pandas output
+    items, scores = pipe[-1].recommend([0, 1, 2], 3)
+    expected = pipeline().fit(X)[-1].recommend([0, 1, 2], 3)
+    np.testing.assert_array_equal(items, expected[0])
+    np.testing.assert_array_equal(scores, expected[1])
     # on a plain array SphericalKMeans still follows set_output
     vectors = np.random.default_rng(0).normal(size=(20, 3))
     km = SphericalKMeans(n_clusters=2, random_state=0).set_output(transform="pandas")

@@ -529,10 +529,8 @@ def test_ann_method_auto_queries_an_index_from_the_threshold_on(monkeypatch):
     assert not ANNRecommender(method="exact", n_neighbors=5).fit(X)._uses_index()
 
 
-@pytest.mark.slow
-def test_ann_nndescent_matches_exact_search(request):
-    if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("NNDescent compiles for about a minute on first use; run with -m slow")
+@pytest.mark.slow  # NNDescent compiles for about a minute on first use
+def test_ann_nndescent_matches_exact_search():
     rng = np.random.default_rng(1)
     n_users, n_items, d = 300, 600, 8
     rows = [(u, int(i), 0) for u in range(n_users) for i in rng.choice(n_items, 6)]

@@ -503,7 +503,8 @@ def test_report_per_user_with_string_ids_of_growing_length():
     assert_allclose(table["recall@5"], [0.0, 0.75])
 
 
-@pytest.mark.parametrize("method", ["exact", "nndescent"])
+# NNDescent compiles for about a minute on first use: with -m slow only (tests/conftest.py)
+@pytest.mark.parametrize("method", ["exact", pytest.param("nndescent", marks=pytest.mark.slow)])
 def test_ann_in_parallel_gives_the_same_report(method, monkeypatch):
     # small user blocks, so the exact search spreads blocks over threads
     import sklearn_micro.baselines as baselines

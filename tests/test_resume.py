@@ -3,13 +3,13 @@
 import copy
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -488,13 +488,9 @@ def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypat
                               np.asarray(both["MiCRO (paper)"].overall()))
 
 
-@pytest.mark.parametrize("fails", ["scoring", "partial_fit", "interrupt"])
-def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
-        monkeypatch, fails):
-    """Scoring fails while the chunk is sampled on another thread, or the sampling does, or
-    Ctrl-C comes while the scored chunk waits for its sampler: the error is raised, no
-    point is kept, and the model is as it was before the chunk (then the chunk evaluates
-    as if nothing had happened)."""
+def _beside_case():
+    """A MiCRO whose first test chunk is sampled beside its scoring, that chunk, and the
+    shared evaluation of the chunk by a copy of the model, for reference."""
     from sklearn_micro import MiCRO, experiment
 
     log = make_engagements(n_users=200, n_items=300, n_chunks=5, n_interests=4,
@@ -505,46 +501,15 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
         train, item_interest=(items, items % 4))
     chunk = test.take(test.chunk == test.chunk.min())
     if not experiment._can_learn_beside(model, chunk):
-        pytest.skip("one core, or numba's workqueue threading layer: no sampling beside")
+        return model, chunk, None
     reference = experiment._SharedSampler(copy.deepcopy(model), m_values=(10,))
     reference.step(chunk)
-    shared = experiment._SharedSampler(model, m_values=(10,))
-    before = dict(model.__dict__)
-    rng_state = model.random_state_.get_state()
-    sampled, scored, calls, waited = threading.Event(), threading.Event(), [], []
-    partial_fit = MiCRO.partial_fit
-    chunk_points = experiment._chunk_points
+    return model, chunk, reference
 
-    def failing_fit(self, X, y=None):
-        if fails == "partial_fit":
-            raise RuntimeError("partial_fit failed")
-        # Ctrl-C once both rows are scored (never otherwise: it would stop the session)
-        if fails == "interrupt":
-            waited.append(scored.wait(300))
-            if waited[-1]:
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.5)
-        partial_fit(self, X, y)
-        sampled.set()
-        return self
 
-    def failing_points(*args):
-        if fails == "scoring":
-            sampled.wait(60)  # fail once the model has moved on
-            raise RuntimeError("scoring failed")
-        points = chunk_points(*args)
-        calls.append(1)
-        if len(calls) == 2:  # both rows (the paper's first)
-            scored.set()
-        return points
-
-    error = KeyboardInterrupt if fails == "interrupt" else RuntimeError
-    with monkeypatch.context() as patch:
-        patch.setattr(MiCRO, "partial_fit", failing_fit)
-        patch.setattr(experiment, "_chunk_points", failing_points)
-        with pytest.raises(error, match=None if fails == "interrupt" else f"{fails} failed"):
-            shared.step(chunk)
-    assert waited == ([True] if fails == "interrupt" else []), "the rows were not scored"
+def _assert_kept_and_carries_on(shared, model, before, rng_state, chunk, reference):
+    """No point kept, the model as it was before the chunk; then the chunk evaluates as
+    if nothing had happened."""
     assert shared.chunks_done == shared.paper.chunks_done == []
     assert shared.micro.sums.chunk.size == shared.paper.sums.chunk.size == 0
     # the same attributes (the scored state may have added its chunk's cache, `_grouped`)
@@ -558,6 +523,123 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
             np.asarray(getattr(shared, name).report().overall()),
             np.asarray(getattr(reference, name).report().overall()))
     np.testing.assert_array_equal(model.support_count_, reference.micro.estimator.support_count_)
+
+
+@pytest.mark.parametrize("fails", ["scoring", "partial_fit"])
+def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
+        monkeypatch, fails):
+    """Scoring fails while the chunk is sampled on another thread, or the sampling does:
+    the error is raised, no point is kept, and the model is as it was before the chunk
+    (then the chunk evaluates as if nothing had happened)."""
+    from sklearn_micro import MiCRO, experiment
+
+    model, chunk, reference = _beside_case()
+    if reference is None:
+        pytest.skip("one core, or numba's workqueue threading layer: no sampling beside")
+    shared = experiment._SharedSampler(model, m_values=(10,))
+    before = dict(model.__dict__)
+    rng_state = model.random_state_.get_state()
+    sampled = threading.Event()
+    partial_fit = MiCRO.partial_fit
+
+    def failing_fit(self, X, y=None):
+        if fails == "partial_fit":
+            raise RuntimeError("partial_fit failed")
+        partial_fit(self, X, y)
+        sampled.set()
+        return self
+
+    def failing_points(*args):
+        sampled.wait(60)  # fail once the model has moved on
+        raise RuntimeError("scoring failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(MiCRO, "partial_fit", failing_fit)
+        if fails == "scoring":
+            patch.setattr(experiment, "_chunk_points", failing_points)
+        with pytest.raises(RuntimeError, match=f"{fails} failed"):
+            shared.step(chunk)
+    _assert_kept_and_carries_on(shared, model, before, rng_state, chunk, reference)
+
+
+# The child of the Ctrl-C test: once both rows of the chunk are scored, its sampler thread
+# says "scored" and waits for the SIGINT that the test then sends, which the main thread,
+# waiting for the sampler, takes as a KeyboardInterrupt; then the sampler goes on.
+INTERRUPTED_RUN = textwrap.dedent("""
+    import signal, sys, threading
+    from sklearn_micro import MiCRO, experiment
+    import test_resume
+
+    model, chunk, reference = test_resume._beside_case()
+    if reference is None:
+        print("no sampling beside", flush=True)
+        sys.exit(0)
+    shared = experiment._SharedSampler(model, m_values=(10,))
+    before = dict(model.__dict__)
+    rng_state = model.random_state_.get_state()
+    scored, signalled, calls = threading.Event(), threading.Event(), []
+
+    def on_sigint(signum, frame):
+        signalled.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    partial_fit = MiCRO.partial_fit
+    chunk_points = experiment._chunk_points
+
+    def waiting_fit(self, X, y=None):
+        if not scored.wait(120):
+            sys.exit("the rows were not scored")
+        print("scored", flush=True)
+        if not signalled.wait(120):
+            sys.exit("no SIGINT came")
+        return partial_fit(self, X, y)
+
+    def counted_points(*args):
+        points = chunk_points(*args)
+        calls.append(1)
+        if len(calls) == 2:  # both rows (the paper's first)
+            scored.set()
+        return points
+
+    MiCRO.partial_fit = waiting_fit
+    experiment._chunk_points = counted_points
+    try:
+        shared.step(chunk)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    else:
+        sys.exit("shared.step was not interrupted")
+    MiCRO.partial_fit = partial_fit
+    experiment._chunk_points = chunk_points
+    test_resume._assert_kept_and_carries_on(shared, model, before, rng_state, chunk,
+                                            reference)
+    print("kept and carried on", flush=True)
+""")
+
+
+def test_ctrl_c_while_the_scored_chunk_waits_for_its_sampler_leaves_the_evaluation_as_it_was():
+    """Ctrl-C (a SIGINT from another process) comes while the scored chunk waits for its
+    sampler: the KeyboardInterrupt is raised, no point is kept, and the model is as it
+    was before the chunk; then the chunk evaluates as if nothing had happened. Run in a
+    child process, which the test interrupts."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], 300)
+        first = child.stdout.readline().strip() if ready else ""
+        if first == "scored":
+            child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=300)
+    finally:
+        child.kill()
+    if first == "no sampling beside":
+        pytest.skip("one core, or numba's workqueue threading layer: no sampling beside")
+    assert first == "scored", err
+    assert child.returncode == 0, err
+    assert out.split() == ["interrupted", "kept", "and", "carried", "on"], (out, err)
 
 
 def test_the_shared_evaluation_keeps_no_state_of_the_paper_model_between_chunks():
