@@ -43,7 +43,6 @@ from .micro import MiCRO
 from .model_selection import (
     RollingEvaluation,
     RollingReport,
-    _chunk_points,
     _paired_chunk_points,
     _partial_fit,
 )
@@ -861,27 +860,18 @@ class _SharedSampler:
         """Score both models on one chunk, then let the model take it (as
         `RollingEvaluation.step`).
 
-        When the paper's model ranks from the model's own latest chunk and the model has
-        a personal component (`MiCRO._ranks_with_paper`: the defaults once `fit` has
-        chosen ``phi_decay_`` 0), each block of users is ranked for both from one scatter
-        (`MiCRO._recommend_with_paper`); otherwise, or inside joblib's Dask backend, the
-        paper's model is scored first, then the model. When the chunk is sampled as one
-        chain, the model samples it while both are scored (`_learning_beside`). The
-        reports are the same.
+        Each block of users is ranked for both by `MiCRO.recommend_with_paper`. When the
+        chunk is sampled as one chain, the model samples it while both are scored
+        (`_learning_beside`). The reports are those of evaluating the two apart.
         """
         model = self.micro.estimator
-        chunk = self.micro._chunk_of(log)
+        self.micro.check_chunk(int(log.chunk[0]))
         X = log if X is None else X
         with _learning_beside(model, log, X, learn) as before:
-            if before._ranks_with_paper() and active_client() is None:
-                points, paper_points = _paired_chunk_points(before, log, self.micro.ks,
-                                                            self.micro.exclude_seen)
-            else:
-                paper_points = _chunk_points(before.paper_model(), log, self.paper.ks,
-                                             self.paper.exclude_seen)
-                points = _chunk_points(before, log, self.micro.ks, self.micro.exclude_seen)
-        self.paper._take(chunk, paper_points, None, learn=False)
-        return self.micro._take(chunk, points, X, learn=False)
+            points, paper_points = _paired_chunk_points(before, log, self.micro.ks,
+                                                        self.micro.exclude_seen)
+        self.paper.record(log, paper_points, learn=False)
+        return self.micro.record(log, points, learn=False)
 
     def reports(self) -> dict[str, RollingReport]:
         """The paper's model's report and the model's, as "MiCRO (paper)" and "MiCRO"."""
