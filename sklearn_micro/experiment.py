@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._dask import active_client, resolve_n_jobs
 from ._kernels import threading_layer
 from ._log import COLUMNS, EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
+from ._parallel import active_client, resolve_n_jobs
 from .baselines import (
     ALSRecommender,
     ANNRecommender,
@@ -43,7 +43,6 @@ from .micro import MiCRO
 from .model_selection import (
     RollingEvaluation,
     RollingReport,
-    _chunk_points,
     _paired_chunk_points,
     _partial_fit,
 )
@@ -626,12 +625,6 @@ class Stages:
 # ------------------------------------------------------------------------ the experiment
 
 
-def _make(cls, *args, **params):
-    """``cls(*args, **params)``, leaving out the parameters ``cls`` does not take."""
-    accepted = cls._get_param_names()
-    return cls(*args, **{k: v for k, v in params.items() if k in accepted})
-
-
 @dataclass
 class _Embedding:
     """What the embedding stage saves: the vocabularies and the vectors."""
@@ -739,7 +732,7 @@ def run_experiment(
     micro = set(pair) & to_fit
     if micro or "ANN" in to_fit:
         def embed():
-            embedder = _make(GraphEmbedder, n_components, **{
+            embedder = GraphEmbedder(n_components, **{
                 **embedding_settings, "random_state": random_state, "n_jobs": n_jobs,
                 "verbose": verbose}).fit(train)
             # saved once: ANN's checkpoints hold the same array
@@ -754,8 +747,8 @@ def run_experiment(
         del found
     if micro:
         def cluster():
-            clusters = _make(SphericalKMeans, n_interests, random_state=random_state,
-                             n_jobs=n_jobs, verbose=verbose)
+            clusters = SphericalKMeans(n_interests, random_state=random_state,
+                                       n_jobs=n_jobs, verbose=verbose)
             return clusters.fit_transform(embedded).item_interest
 
         labels = stages.run("clustering", cluster, work=len(embedded.item_ids), unit="items")
@@ -804,14 +797,14 @@ def run_experiment(
                                     "random_state": random_state, "n_jobs": n_jobs,
                                     "verbose": verbose}).fit(embedded)
                 if name == "ANN":
-                    return _make(ANNRecommender, random_state=random_state,
-                                 n_jobs=n_jobs).fit(embedded)
+                    return ANNRecommender(random_state=random_state,
+                                          n_jobs=n_jobs).fit(embedded)
                 if name == "Popularity":
                     return PopularityRecommender().fit(train)
                 if name == "RecentItems":
                     return RecentItemsRecommender().fit(train)
-                return _make(ALSRecommender, n_components, random_state=random_state,
-                             n_jobs=n_jobs).fit(train)
+                return ALSRecommender(n_components, random_state=random_state,
+                                      n_jobs=n_jobs).fit(train)
 
             model = stages.run(f"{name} fit", fit, work=len(train))
             fit = None  # its default argument holds the vectors, which ANN alone reads
@@ -867,27 +860,18 @@ class _SharedSampler:
         """Score both models on one chunk, then let the model take it (as
         `RollingEvaluation.step`).
 
-        When the paper's model ranks from the model's own latest chunk and the model has
-        a personal component (`MiCRO._ranks_with_paper`: the defaults once `fit` has
-        chosen ``phi_decay_`` 0), each block of users is ranked for both from one scatter
-        (`MiCRO._recommend_with_paper`); otherwise, or inside joblib's Dask backend, the
-        paper's model is scored first, then the model. When the chunk is sampled as one
-        chain, the model samples it while both are scored (`_learning_beside`). The
-        reports are the same.
+        Each block of users is ranked for both by `MiCRO.recommend_with_paper`. When the
+        chunk is sampled as one chain, the model samples it while both are scored
+        (`_learning_beside`). The reports are those of evaluating the two apart.
         """
         model = self.micro.estimator
-        chunk = self.micro._chunk_of(log)
+        self.micro.check_chunk(int(log.chunk[0]))
         X = log if X is None else X
         with _learning_beside(model, log, X, learn) as before:
-            if before._ranks_with_paper() and active_client() is None:
-                points, paper_points = _paired_chunk_points(before, log, self.micro.ks,
-                                                            self.micro.exclude_seen)
-            else:
-                paper_points = _chunk_points(before.paper_model(), log, self.paper.ks,
-                                             self.paper.exclude_seen)
-                points = _chunk_points(before, log, self.micro.ks, self.micro.exclude_seen)
-        self.paper._take(chunk, paper_points, None, learn=False)
-        return self.micro._take(chunk, points, X, learn=False)
+            points, paper_points = _paired_chunk_points(before, log, self.micro.ks,
+                                                        self.micro.exclude_seen)
+        self.paper.record(log, paper_points, learn=False)
+        return self.micro.record(log, points, learn=False)
 
     def reports(self) -> dict[str, RollingReport]:
         """The paper's model's report and the model's, as "MiCRO (paper)" and "MiCRO"."""

@@ -16,9 +16,10 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._dask import active_client, score_chunk_on_cluster
+from ._dask import score_chunk_on_cluster
 from ._kernels.metrics import relevant_codes
 from ._log import EmbeddedLog, EngagementLog, check_log, iter_chunks
+from ._parallel import active_client
 from .base import unique_pairs
 from .metrics import METRICS, _metrics_of_codes
 
@@ -252,17 +253,20 @@ def _chunk_relevant(log: EngagementLog):
     return users, items, n_relevant, indptr, i
 
 
-def _paired_chunk_points(recommender, log: EngagementLog, ks: np.ndarray,
-                         exclude_seen: bool):
-    """`_chunk_points` of a `MiCRO` and of its paper's model together, each block of users
-    ranked for both by `MiCRO._recommend_with_paper`; returns the model's points, then
-    the paper's model's (the same users and warmth: the two share their state)."""
+def _paired_chunk_points(model, log: EngagementLog, ks: np.ndarray, exclude_seen: bool):
+    """`_chunk_points` of a `MiCRO` and of its `MiCRO.paper_model` together: each block of
+    users ranked for both by `MiCRO.recommend_with_paper` (inside joblib's Dask backend,
+    each model's users by blocks on the workers). Returns the model's points, then the
+    paper's model's (the same users and warmth: the two share their state)."""
+    if active_client() is not None:
+        paper_points = _chunk_points(model.paper_model(), log, ks, exclude_seen)
+        return _chunk_points(model, log, ks, exclude_seen), paper_points
     users, items, n_relevant, indptr, i = _chunk_relevant(log)
-    warm = _is_warm(recommender, users)
+    warm = _is_warm(model, users)
     both = _scores_by_blocks(
         users, items, indptr, i, ks,
-        lambda block: recommender._recommend_with_paper(block, int(ks[-1]),
-                                                        exclude_seen=exclude_seen))
+        lambda block: model.recommend_with_paper(block, int(ks[-1]),
+                                                 exclude_seen=exclude_seen))
     return tuple((users, warm, n_relevant, scores) for scores in both)
 
 
@@ -482,23 +486,41 @@ class RollingEvaluation:
         n_points : int
             The (user, chunk) points of the chunk.
         """
-        chunk = self._chunk_of(log)
+        _one_chunk(log)
+        self.check_chunk(int(log.chunk[0]))
         recommender = _final_recommender(self.estimator)
         points = _chunk_points(recommender, log, self.ks, self.exclude_seen)
-        return self._take(chunk, points, log if X is None else X, learn=learn)
+        return self.record(log, points, log if X is None else X, learn=learn)
 
-    def _chunk_of(self, log: EngagementLog) -> int:
-        """The one chunk of ``log``, checked to come after those taken."""
+    def record(self, log: EngagementLog, points, X=None, *, learn: bool = True) -> int:
+        """Add the points of one chunk scored outside `step`, then take the chunk.
+
+        The second half of `step`, for an evaluation that ranks for two models at once
+        (`MiCRO.recommend_with_paper`): the recommender takes the chunk if ``learn``.
+
+        Parameters
+        ----------
+        log : EngagementLog
+            The engagements of one chunk, after every chunk recorded so far.
+        points : tuple
+            The chunk's ``(users, warm, n_relevant, scores)``: its users, whether each had
+            engagements the recommender had taken, their numbers of relevant items, and a
+            dict of each metric's array of the evaluation's ``metric_names``.
+        X : object, optional
+            The rows in the form ``partial_fit`` should see them; by default ``log``.
+        learn : bool, default=True
+            Call ``partial_fit`` with the chunk.
+
+        Returns
+        -------
+        n_points : int
+            The (user, chunk) points of the chunk.
+        """
+        _one_chunk(log)
         chunk = int(log.chunk[0])
-        if log.chunk.min() != log.chunk.max():
-            raise ValueError(
-                f"step takes one chunk; got chunks {log.chunk.min()} to {log.chunk.max()}.")
-        self.check_chunk(chunk)
-        return chunk
-
-    def _take(self, chunk: int, points, X, *, learn: bool) -> int:
-        """Add a chunk's points (users, warmth, relevant counts, metrics) to the sums, then
-        let the estimator take the chunk ``X`` if ``learn``."""
+        if self.chunks_done and chunk <= self.chunks_done[-1]:
+            raise ValueError(f"record takes chunks in order: chunk {chunk} is not after "
+                             f"chunk {self.chunks_done[-1]}, the last recorded.")
         users, warm, n_relevant, scores = points
         values = np.column_stack([scores[name] for name in self.metric_names])
         self.sums.add(chunk, users, warm, values)
@@ -510,7 +532,7 @@ class RollingEvaluation:
             for name in self.metric_names:
                 self.points[name].append(scores[name])
         if learn:
-            _partial_fit(self.estimator, X)
+            _partial_fit(self.estimator, log if X is None else X)
         self.chunks_done.append(chunk)
         return users.shape[0]
 
@@ -526,6 +548,12 @@ class RollingEvaluation:
         if self.points is not None and self.chunks_done:
             points = {name: np.concatenate(parts) for name, parts in self.points.items()}
         return RollingReport(points, self.metric_names, sums=self.sums)
+
+
+def _one_chunk(log: EngagementLog) -> None:
+    if log.chunk.min() != log.chunk.max():
+        raise ValueError(
+            f"step takes one chunk; got chunks {log.chunk.min()} to {log.chunk.max()}.")
 
 
 def _pandas():
