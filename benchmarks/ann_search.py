@@ -15,7 +15,7 @@ searched, the best candidates reranked by the exact distance). With ``--hnsw M:E
 it also builds the HNSW graphs of faiss (``IndexHNSWFlat``, inner product on the unit
 vectors) and usearch (``metric="ip"``, float32) of degree M on the same vectors and
 queries them with a search breadth of EF, where those packages are installed (neither is
-a dependency of the package). docs/scale_history.md quotes it ("ANN at scale").
+a dependency of the package). docs/benchmarks.md quotes it.
 
     python benchmarks/ann_search.py OUT_1_20 --cells 100:8 100:32 100:50 400:64
     python benchmarks/ann_search.py OUT_FULL --quantization int8
@@ -33,7 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+from _harness import header  # noqa: E402
 
 from sklearn_micro.baselines import _exact_top_m  # noqa: E402
 from sklearn_micro.cluster import SphericalKMeans  # noqa: E402
@@ -179,6 +181,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     cells = [tuple(int(v) for v in c.split(":")) for c in args.cells]
     hnsw = [tuple(int(v) for v in c.split(":")) for c in args.hnsw]
+    header("ANN's search on a run's fitted state", "ann_search.py", argv)
     for out in args.out:
         measure(out, args.users, cells, [None, *args.quantization], hnsw)
     return 0

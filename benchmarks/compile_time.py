@@ -8,12 +8,12 @@ wall and cpu seconds of both, and, for the cold run, the seconds each kernel's c
 took at the top level (a kernel compiled from inside another counts in its caller) and
 how many type signatures each of the package's kernels was compiled for.
 
-Several checkouts (``--checkout DIR``, e.g. ``git worktree add /tmp/before COMMIT``) are
+Several checkouts (``--checkout DIR``, e.g. a ``git worktree`` of another revision) are
 measured in turn, ``--repeat`` rounds in alternating order, so that their figures are
 paired on the same machine state; the least of each is printed.
 
     python benchmarks/compile_time.py                      # the built-in demo log
-    python benchmarks/compile_time.py --checkout . --checkout /tmp/before --repeat 2
+    python benchmarks/compile_time.py --checkout . --checkout ../other --repeat 2
     python benchmarks/compile_time.py -- --data fave-plain-1-20.parquet --k 1000 \\
         --train-chunks 169 --dim 128
 """
@@ -29,6 +29,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import header, table  # noqa: E402
 
 # run in the child: the command with numba's compilation events recorded
 CHILD = r"""
@@ -90,6 +94,7 @@ def main():
     parser.add_argument("--top", type=int, default=12, help="kernels listed")
     parser.add_argument("command", nargs="*", help="arguments of reproduce, after --")
     options = parser.parse_args()
+    header("numba's compilation in a first run", "compile_time.py")
     checkouts = options.checkout or [Path(__file__).resolve().parents[1]]
     results = {str(c): [] for c in checkouts}
     for round_ in range(options.repeat):
@@ -104,27 +109,26 @@ def main():
                   f"({cold['cpu']:.1f} cpu s), warm {warm['wall']:.1f} s "
                   f"({warm['cpu']:.1f} cpu s)", flush=True)
 
-    print("\n| checkout | cold s (cpu) | warm s (cpu) | cold - warm, cpu s | "
-          "compiling at the top level, s | kernels | signatures |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for checkout, pairs in results.items():
         cold = min(pairs, key=lambda p: p[0]["cpu"])[0]
         warm = min(pairs, key=lambda p: p[1]["cpu"])[1]
         least = min(pairs, key=lambda p: sum(p[0]["top"].values()))[0]
-        print(f"| {checkout} | {cold['wall']:.1f} ({cold['cpu']:.1f}) | "
-              f"{warm['wall']:.1f} ({warm['cpu']:.1f}) | {cold['cpu'] - warm['cpu']:.1f} | "
-              f"{sum(least['top'].values()):.1f} | {len(least['signatures'])} | "
-              f"{sum(least['signatures'].values())} |")
+        rows.append([checkout, f"{cold['wall']:.1f} ({cold['cpu']:.1f})",
+                     f"{warm['wall']:.1f} ({warm['cpu']:.1f})",
+                     f"{cold['cpu'] - warm['cpu']:.1f}", f"{sum(least['top'].values()):.1f}",
+                     len(least["signatures"]), sum(least["signatures"].values())])
+    print()
+    print(table(["checkout", "cold s (cpu)", "warm s (cpu)", "cold - warm, cpu s",
+                 "compiling at the top level, s", "kernels", "signatures"], rows))
     for checkout, pairs in results.items():
         least = min(pairs, key=lambda p: sum(p[0]["top"].values()))[0]
         print(f"\n{checkout}: the kernels whose compilation took longest (top level, s; "
               "signatures of the package's kernels)\n")
-        print("| kernel | seconds | signatures |")
-        print("|---|---:|---:|")
         ranked = sorted(least["top"].items(), key=lambda kv: -kv[1])[:options.top]
-        for name, seconds in ranked:
-            short = name.replace("sklearn_micro._kernels.", "")
-            print(f"| {short} | {seconds:.2f} | {least['signatures'].get(short, '')} |")
+        short = [(name.replace("sklearn_micro._kernels.", ""), sec) for name, sec in ranked]
+        print(table(["kernel", "seconds", "signatures"],
+                    [[k, f"{sec:.2f}", least["signatures"].get(k, "")] for k, sec in short]))
         several = {k: v for k, v in least["signatures"].items() if v > 1}
         print(f"\nkernels compiled for more than one signature: "
               f"{', '.join(f'{k} ({v})' for k, v in sorted(several.items())) or 'none'}")

@@ -5,7 +5,8 @@ trains on the first 169. This script draws fave-shaped logs with `make_engagemen
 ``--scales`` (1/100 and 1/20 by default: 650k items at 1/20) and prints markdown tables:
 
 1. `GraphEmbedder` at 128 dimensions on the training chunks: seconds to build the matrix,
-   seconds per epoch (wall and CPU), and peak memory above the log, for ALS and BPR.
+   seconds per epoch (wall and CPU), and peak memory above the log, for ALS with each
+   solver of ``--solvers`` (``blocked``, the default, and ``implicit``'s) and for BPR.
 2. `SphericalKMeans` on the ALS item vectors of (1) at each ``--ks``: the fit on a sample
    (``max_fit_samples="auto"``) and, where ``n_items * K`` is at most ``--exact-limit``,
    the exact fit on every item; time by step (seeding, iterations, assignment of every
@@ -20,10 +21,11 @@ trains on the first 169. This script draws fave-shaped logs with `make_engagemen
 Each measurement runs in a fresh process, so that its peak memory (VmHWM, reset after the
 inputs are loaded) is its own. The machine is shared: compare rows of one run.
 
-    python -m benchmarks.embedding_clustering [--scales 0.01 0.05] [--epochs 3]
-        [--ks 1000 5000 25000] [--n-jobs -1] [--exact-limit 1.5e9] [--save-vectors DIR]
-    python -m benchmarks.embedding_clustering --vectors-dir DIR --scales 0.05  # k-means only
-    python -m benchmarks.embedding_clustering --skip-embedding --quality [--seeds 3]
+    python benchmarks/embedding_clustering.py [--scales 0.01 0.05] [--epochs 3]
+        [--solvers blocked implicit] [--ks 1000 5000 25000] [--n-jobs -1]
+        [--exact-limit 1.5e9] [--save-vectors DIR]
+    python benchmarks/embedding_clustering.py --vectors-dir DIR --scales 0.05  # k-means only
+    python benchmarks/embedding_clustering.py --skip-embedding --quality [--seeds 3]
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _harness import header, reset_peak, resident_bytes  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = {"engagements": 283_000_000, "users": 6_700_000, "items": 13_000_000, "chunks": 192,
          "train_chunks": 169}
@@ -46,17 +52,8 @@ PAPER = {"engagements": 283_000_000, "users": 6_700_000, "items": 13_000_000, "c
 
 def _reset_peak() -> int:
     """Reset the process's peak resident memory; returns the current one (bytes)."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    return _status("VmRSS")
-
-
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
+    reset_peak()
+    return resident_bytes("VmRSS")
 
 
 def _worker_embed(args) -> dict:
@@ -70,17 +67,18 @@ def _worker_embed(args) -> dict:
     matrix = engagement_matrix(log, Vocabulary.from_ids(log.user),
                                Vocabulary.from_ids(log.item))
     build, build_cpu = time.perf_counter() - start, time.process_time() - cpu
-    build_peak = _status("VmHWM") - base
+    build_peak = resident_bytes() - base
     pairs = matrix.nnz
     del matrix
 
     base = _reset_peak()
     start = time.perf_counter()
     cpu = time.process_time()
-    embedder = GraphEmbedder(128, method=args.method, iterations=args.epochs,
-                             n_jobs=args.n_jobs, random_state=0).fit(log)
+    embedder = GraphEmbedder(128, method=args.method, solver=args.solver,
+                             iterations=args.epochs, n_jobs=args.n_jobs,
+                             random_state=0).fit(log)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
-    peak = _status("VmHWM") - base
+    peak = resident_bytes() - base
     vectors = embedder.user_vectors_.nbytes + embedder.item_vectors_.nbytes
     if args.save:
         np.save(args.save, embedder.item_vectors_)
@@ -128,7 +126,7 @@ def _worker_kmeans(args) -> dict:
     cpu = time.process_time()
     km.fit(X)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
-    peak = _status("VmHWM") - base
+    peak = resident_bytes() - base
     if km.n_fit_samples_ == X.shape[0]:
         km.predict(X)  # what one assignment of every row costs, for the projection
     return {
@@ -179,16 +177,20 @@ def embedding_table(logs: dict, args, folder: Path) -> dict:
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     vectors = {}
     for scale, path in logs.items():
-        for method in ("als", "bpr"):
+        runs = [("als", solver) for solver in args.solvers] + [("bpr", "blocked")]
+        for method, solver in runs:
             keep = Path(args.save_vectors or folder)
             keep.mkdir(parents=True, exist_ok=True)
-            save = keep / f"items_{scale}.npy" if method == "als" else ""
+            first_als = method == "als" and solver == args.solvers[0]
+            save = keep / f"items_{scale}.npy" if first_als else ""
             r = _run("--worker", "embed", "--log", path, "--method", method,
-                     "--epochs", args.epochs, "--n-jobs", args.n_jobs, "--save", save)
+                     "--solver", solver, "--epochs", args.epochs, "--n-jobs", args.n_jobs,
+                     "--save", save)
             if save:
                 vectors[scale] = save
+            name = f"ALS ({solver})" if method == "als" else "BPR"
             print(f"| {_fraction(scale)} | {r['engagements']:,} | {r['users']:,} | "
-                  f"{r['items']:,} | {method.upper()} | {r['build']:.1f} | "
+                  f"{r['items']:,} | {name} | {r['build']:.1f} | "
                   f"{r['epoch']:.2f} | {r['epoch_cpu']:.2f} | {20 * r['epoch'] + r['build']:.0f} "
                   f"| {_mb(r['peak'])} | {_mb(r['vectors'])} | "
                   f"{r['peak'] / r['vectors']:.2f} |", flush=True)
@@ -321,6 +323,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.05])
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--solvers", nargs="+", choices=["blocked", "implicit"],
+                        default=["blocked"], help="the ALS solvers to time, in turn")
     parser.add_argument("--ks", type=int, nargs="+", default=[1000, 5000, 25000])
     parser.add_argument("--n-jobs", type=int, default=-1)
     parser.add_argument("--exact-limit", type=float, default=1.5e9,
@@ -345,6 +349,7 @@ def main(argv=None):
     parser.add_argument("--worker", choices=["embed", "kmeans"])
     parser.add_argument("--log")
     parser.add_argument("--method", default="als")
+    parser.add_argument("--solver", default="blocked")
     parser.add_argument("--save", default="")
     parser.add_argument("--vectors")
     parser.add_argument("--k", type=int)
@@ -358,6 +363,7 @@ def main(argv=None):
         print(json.dumps(result))
         return
 
+    header("Graph embedding and spherical k-means", "embedding_clustering.py", argv)
     if args.vectors_dir:
         vectors = {scale: Path(args.vectors_dir) / f"items_{scale}.npy" for scale in args.scales}
         kmeans_table(vectors, args)

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+from _harness import header  # noqa: E402
 
 from sklearn_micro.cli import DEFAULT_LOG  # noqa: E402
 from sklearn_micro.datasets import iter_engagements, make_engagements  # noqa: E402
@@ -121,6 +123,7 @@ def main(argv=None):
     parser.add_argument("--interests", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    header("The generator against TwitterFaveGraph", "generator.py", argv)
     params = dict(
         n_users=round(PAPER["users"] * args.scale),
         n_items=round(PAPER["items"] * args.scale),

@@ -1,40 +1,33 @@
-"""Where MiCRO loses retrieval quality, and what wins it back, with bootstrap intervals.
+"""MiCRO's retrieval quality against the paper's model and the baselines, with intervals.
 
 Runs the rolling protocol (docs/evaluation.md) on Higgs (6-hour chunks, fit on 0..18),
-MovieLens (30-day chunks, fit on 0..249) and the README's generated log (fit on 12 of 16
-chunks) for MiCRO (the paper's model and the prototyped extensions of
-``benchmarks/_quality_prototypes.py``), ANN, Popularity and RecentItems, and prints
-markdown tables:
+MovieLens (30-day chunks, fit on 0..249), the README's generated log (fit on 12 of 16
+chunks) and, where they are, fave-shaped logs of ``benchmarks/paper_scale.py``'s plain
+draw, for ``MiCRO()`` (its defaults), the paper's model (``personal=0, phi_decay=0``),
+each default alone, ANN, Popularity and RecentItems, and prints markdown tables:
 
-- the diagnosis: Recall@100 and MRR@100 split by warm and cold users, by the size of a
-  warm user's support (one interest or many), by the kind of relevant item (a repeat of
-  the user's own, new in the chunk, engaged by anyone in the chunk before, older and not
-  in the chunk before), by the cut-off M, and by K;
-- the ablation: each extension alone, then together.
+- recall@100 and MRR@100 of every method, and their ratios to the paper's model;
+- the ratios to the best of ANN and Popularity and to RecentItems;
+- the diagnosis: warm and cold users, the size of a warm user's support, the kind of
+  relevant item (a repeat of the user's own, new in the chunk, engaged by anyone in the
+  chunk before, older), the cut-off M.
 
 Every figure is the mean over (user, chunk) points with a 95% interval from a per-user
 bootstrap (users resampled with replacement, the mean recomputed; the same resamples for
 every row, so ratios between rows get paired intervals).
 
-    python benchmarks/quality.py --sweep              # all three logs (about 9 min)
-    python benchmarks/quality.py --log higgs --log movielens
+    python benchmarks/quality.py                      # Higgs, MovieLens, generated (4 min)
+    python benchmarks/quality.py --log movielens      # one log (under a minute)
+    python benchmarks/quality.py --log fave-1-100 --fave-dir /work/data-scale
     python benchmarks/quality.py --search-k           # GridSearchCV over K on the training chunks
-    python benchmarks/quality.py --defaults           # MiCRO's estimator: defaults and settings
-    python benchmarks/quality.py --defaults --log fave-1-100   # a fave-shaped log, K = 1,000
-
-``--defaults`` also prints, for each fit with ``personal="learned"``, the held-out recall
-and MRR of every personal weight the estimator chose from, and its diagnosis tables split
-the warm points by the paper's model's supports.
 
 The results and what they mean are in docs/quality.md.
 """
-
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,17 +35,9 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from _quality_prototypes import (  # noqa: E402
-    MiCRORun,
-    MixtureSetting,
-    SupportGrowthMiCRO,
-    select_affinity,
-    select_phi_decay,
-    support_size,
-    training_repeat_rate,
-)
+from _harness import header, log, table  # noqa: E402
 
-from sklearn_micro import GraphEmbedder, SphericalKMeans  # noqa: E402
+from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans  # noqa: E402
 from sklearn_micro._log import check_log, iter_chunks  # noqa: E402
 from sklearn_micro.baselines import (  # noqa: E402
     ANNRecommender,
@@ -70,7 +55,6 @@ from sklearn_micro.experiment import split_chunks  # noqa: E402
 
 M = 100
 CUTOFFS = (10, 50, 100)
-DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
 ITEM_KINDS = ("repeat", "new", "in chunk before", "older")
 FAVE_DIR = "/work/data-scale"
 
@@ -88,7 +72,7 @@ class LogSpec:
 LOGS = {
     "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400)),
     # K as examples/paper_table.py's search on the training chunks chooses it (100 with
-    # the current embedding and clustering defaults; 25 before)
+    # the current embedding and clustering defaults)
     "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 100,
                          (10, 25, 100)),
     # fave-shaped logs of ephemeral items (benchmarks/paper_scale.py's plain draw), where
@@ -208,34 +192,15 @@ class BaselineRunner:
         self.support_source = support_source
 
     def support_size(self, users):
-        return support_size(self.model, users)
+        idx = self.model.user_ids_.lookup(np.asarray(users))
+        size = np.diff(self.model.support_indptr_)
+        return np.where(idx >= 0, size[np.maximum(idx, 0)], 0)
 
     def rows(self, users):
         return {self.name: self.model.recommend(users, M)[0]}
 
     def partial_fit(self, chunk_log):
         self.model.partial_fit(chunk_log)
-
-
-class MiCRORunner:
-    def __init__(self, run: MiCRORun, settings: dict, *, raw_name=None, support_source=False):
-        self.run, self.settings = run, settings
-        self.raw_name = raw_name
-        self.support_source = support_source
-
-    def rows(self, users):
-        out = {}
-        if self.raw_name:
-            out[self.raw_name] = self.run.model.recommend(users, M)[0]
-        for name, setting in self.settings.items():
-            out[name] = self.run.recommend(users, M, setting)
-        return out
-
-    def support_size(self, users):
-        return self.run.support_size(users)
-
-    def partial_fit(self, chunk_log):
-        self.run.partial_fit(chunk_log)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -292,12 +257,6 @@ def point_metrics(points: Points, name, cutoff=M, kind=None):
     return recall, mrr
 
 
-def table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 # --------------------------------------------------------------------------- one log
 
 def embed_and_cluster(train, k_values, say):
@@ -313,159 +272,28 @@ def embed_and_cluster(train, k_values, say):
     return embedded, clustered
 
 
-def micro(clustered, *, growth=False, decay=0.0):
-    return SupportGrowthMiCRO(random_state=0, n_jobs=-1, support_growth=growth,
-                              phi_decay=decay).fit(clustered)
-
-
 def run_log(spec: LogSpec, args, say):
+    """MiCRO's defaults (the personal weight chosen on held-out training chunks,
+    phi_decay chosen), each of the two alone and the paper's model, against the
+    baselines."""
     log = check_log(spec.load())
     train, test = split_chunks(log, spec.train_chunks)
-    say(f"## {spec.name}: {len(log):,} engagements, chunks {int(log.chunk.min())}.."
-        f"{int(log.chunk.max())}; fit on the first {spec.train_chunks} ({len(train):,}), "
-        f"test on the rest ({len(test):,})")
-    ks = tuple(sorted(set(spec.ks) | {spec.k}))
-    embedded, clustered = embed_and_cluster(train, ks, say)
-    window = 8
-    decay, decay_scores = select_phi_decay(train, DECAY_GRID)
-    say("phi_decay chosen on the training chunks (recall@100 of decayed popularity): "
-        + ", ".join(f"{d:g}: {v:.4f}" for d, v in decay_scores.items()) + f" -> {decay:g}")
-    start = time.perf_counter()
-    gamma_hat, gamma_scores = select_affinity(train, spec.k, phi_decay=decay)
-    say("affinity gamma chosen on held-out training chunks (recall@100, mrr@100): "
-        + ", ".join(f"{g:g}: {r:.4f}, {q:.4f}" for g, (r, q) in gamma_scores.items())
-        + f" -> {gamma_hat:g} ({time.perf_counter() - start:.0f} s)")
-    base = clustered[spec.k]
-    chosen = {}
-
-    def run(model):
-        # "learned" is the weight MiCRO chooses on held-out training chunks under the
-        # model's phi_decay
-        if model.phi_decay not in chosen:
-            from sklearn_micro import MiCRO
-
-            chosen[model.phi_decay] = MiCRO(
-                personal_window=window, personal_decay=args.personal_decay,
-                phi_decay=model.phi_decay, random_state=0, n_jobs=-1).fit(base).personal_weight_
-            say(f"learned personal weight under phi_decay={model.phi_decay:g}: "
-                f"{chosen[model.phi_decay]:g}")
-        return MiCRORun(model, train, embedded, personal_window=window,
-                        personal_decay=args.personal_decay,
-                        learned_personal=chosen[model.phi_decay])
-
-    P = MixtureSetting
-    gam = args.affinity
-    learned = P(personal="learned")
-    paper_run = run(micro(base))
-    runners = [
-        MiCRORunner(paper_run, {
-            "MiCRO (paper), prototype scorer": P(),
-            f"+ personal (learned, lam={paper_run.learned_personal:.2f})": learned,
-            f"+ personal (lam={args.personal:g})": P(personal=args.personal),
-            "+ popularity-shaped beta": P(beta_shape="popularity"),
-            f"+ affinity (gamma={gam:g})": P(affinity=gam),
-        }, raw_name="MiCRO (paper)", support_source=True),
-        MiCRORunner(run(micro(base, growth=True)), {"+ support growth": P()}),
-        MiCRORunner(run(micro(base, decay=decay)), {
-            f"+ phi_decay={decay:g} (chosen)": P(),
-            f"recommended: personal (learned) + phi_decay={decay:g}": learned,
-            f"recommended + affinity (gamma={gam:g})": P(personal="learned", affinity=gam),
-            f"recommended + affinity (gamma={gamma_hat:g}, chosen)": P(personal="learned",
-                                                                     affinity=gamma_hat),
-            "recommended + popularity-shaped beta": P(personal="learned",
-                                                      beta_shape="popularity"),
-        }),
-        MiCRORunner(run(micro(base, growth=True, decay=decay)), {
-            "all: recommended + support growth + popularity beta + affinity": P(
-                personal="learned", beta_shape="popularity", affinity=gam)}),
-    ]
-    if args.sweep:
-        runners[0].settings.update(
-            {f"sweep: personal lam={lam:g}": P(personal=lam) for lam in (0.1, 0.2, 0.35, 0.75)})
-        runners[0].settings.update(
-            {f"sweep: affinity gamma={g:g}": P(affinity=g) for g in (1, 2, 8)})
-        for d in DECAY_GRID:
-            if d in (0, decay):
-                continue
-            runners.append(MiCRORunner(run(micro(base, decay=d)), {
-                f"sweep: phi_decay={d:g}": P(),
-                f"sweep: phi_decay={d:g} + personal (learned)": learned}))
-    for k in ks:
-        if k == spec.k:
-            continue
-        runners.append(MiCRORunner(run(micro(clustered[k])), {f"K={k}: MiCRO (paper)": P()}))
-        runners.append(MiCRORunner(run(micro(clustered[k], decay=decay)),
-                                   {f"K={k}: recommended": learned,
-                                    f"K={k}: recommended + affinity (gamma={gam:g})": P(
-                                        personal="learned", affinity=gam)}))
-    runners += [
-        BaselineRunner("ANN", ANNRecommender(random_state=0).fit(embedded)),
-        BaselineRunner("Popularity", PopularityRecommender().fit(train)),
-        BaselineRunner("Popularity (window 4)", PopularityRecommender(window=4).fit(train)),
-        BaselineRunner("RecentItems", RecentItemsRecommender().fit(train)),
-    ]
-    rel = Relevant(train, test)
-    points = Points(rel)
-    start = time.perf_counter()
-    rolling(train, test, runners, points, say)
-    say(f"rolling evaluation of {len(points.ranks)} rows: {time.perf_counter() - start:.1f} s")
-    report(spec, points, args, say)
-
-
-@contextmanager
-def held_out_personal_scores():
-    """The held-out figures ``personal="learned"`` chooses its weight from, recorded while
-    the block runs: a list that receives ``{weight: (recall@100, MRR@100)}`` for each
-    choice. MiCRO keeps only the weight it chose, so this wraps the private function that
-    chooses it, for this script's tables alone."""
-    from sklearn_micro import micro as micro_module
-
-    choose = micro_module.select_personal_weight
-    recorded = []
-
-    def recording(*args, **kwargs):
-        weight, scores = choose(*args, **kwargs)
-        recorded.append(scores)
-        return weight, scores
-
-    micro_module.select_personal_weight = recording
-    try:
-        yield recorded
-    finally:
-        micro_module.select_personal_weight = choose
-
-
-def run_defaults(spec: LogSpec, args, say):
-    """MiCRO's own estimator under its settings, against the paper's model and the
-    baselines: the defaults (the personal weight chosen on held-out training chunks,
-    phi_decay chosen), each of the two alone, and the weight the defaults took before (the
-    training repeat rate)."""
-    from sklearn_micro import MiCRO
-
-    log = check_log(spec.load())
-    train, test = split_chunks(log, spec.train_chunks)
-    say(f"## {spec.name}: {len(log):,} engagements; fit on the first {spec.train_chunks} "
+    print(f"## {spec.name}: {len(log):,} engagements; fit on the first {spec.train_chunks} "
         f"chunks ({len(train):,}), test on the rest ({len(test):,})")
     embedded, clustered = embed_and_cluster(train, (spec.k,), say)
     base = clustered[spec.k]
-    repeat_rate = training_repeat_rate(train, window=8)
 
     def fitted(**params):
         start = time.perf_counter()
-        with held_out_personal_scores() as scores:
-            model = MiCRO(random_state=0, n_jobs=-1, **params).fit(base)
+        model = MiCRO(random_state=0, n_jobs=-1, **params).fit(base)
         say(f"MiCRO({params}): personal_weight_ {model.personal_weight_:.3g}, phi_decay_ "
             f"{model.phi_decay_:g}, fit {time.perf_counter() - start:.1f} s")
-        if scores:
-            say("  held-out recall@100 / MRR@100 by personal weight: " + ", ".join(
-                f"{lam:g}: {r:.3f} / {q:.3f}" for lam, (r, q) in scores[0].items()))
         return model
 
     paper = fitted(personal=0, phi_decay=0)
     defaults = fitted()
     personal_only = fitted(phi_decay=0)
     decay_only = fitted(personal=0)
-    before = fitted(personal=repeat_rate)
     lam, decay = defaults.personal_weight_, defaults.phi_decay_
     runners = [
         BaselineRunner("MiCRO (paper)", paper, support_source=True),
@@ -474,8 +302,6 @@ def run_defaults(spec: LogSpec, args, say):
         BaselineRunner(f"personal learned ({personal_only.personal_weight_:.2g}) only",
                        personal_only),
         BaselineRunner(f"phi_decay auto ({decay:g}) only", decay_only),
-        BaselineRunner(f"before: personal = repeat rate ({repeat_rate:.2g}), phi_decay auto",
-                       before),
         BaselineRunner("ANN", ANNRecommender(random_state=0).fit(embedded)),
         BaselineRunner("Popularity", PopularityRecommender().fit(train)),
         BaselineRunner("RecentItems", RecentItemsRecommender().fit(train)),
@@ -511,7 +337,7 @@ def report(spec, points: Points, args, say):
     best_q = max(("ANN", "Popularity"), key=lambda n: stats[n][1][0])
     rows = []
     for name in names:
-        if name in ("ANN", "Popularity", "Popularity (window 4)", "RecentItems"):
+        if name in ("ANN", "Popularity", "RecentItems"):
             continue
         r, q = stats[name]
         rows.append([name, fmt_ratio(r, stats[best_r][0]), fmt_ratio(q, stats[best_q][1]),
@@ -574,25 +400,23 @@ def report(spec, points: Points, args, say):
         rows.append(row)
     out.append(table(["method"] + [f"M={c}" for c in CUTOFFS], rows))
     text = "\n".join(out)
-    say(text)
+    print(text, flush=True)
     spec.out.append(text)
 
 
 def search_k(spec: LogSpec, say):
     """K chosen by GridSearchCV over ``spec.ks`` on the training chunks only, as
     examples/grid_search_k.py does: ChunkSplit(n_splits=2, test_chunks=1), the rolling
-    scorer, MiCRO with the phi_decay chosen on the same chunks."""
+    scorer, MiCRO with phi_decay 0 and "auto" (chosen on each fold's training chunks)."""
     import tempfile
 
     from sklearn.model_selection import GridSearchCV
     from sklearn.pipeline import Pipeline
 
-    from sklearn_micro import MiCRO
     from sklearn_micro.model_selection import ChunkSplit, make_rolling_scorer
 
     log = check_log(spec.load())
     train, _ = split_chunks(log, spec.train_chunks)
-    decay, _ = select_phi_decay(train, DECAY_GRID)
     X = np.column_stack([train.user, train.item, train.chunk])
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as cache:
@@ -600,16 +424,16 @@ def search_k(spec: LogSpec, say):
                          ("interests", SphericalKMeans(random_state=0)),
                          ("micro", MiCRO(random_state=0, n_jobs=-1))], memory=cache)
         search = GridSearchCV(
-            pipe, {"interests__n_clusters": list(spec.ks), "micro__phi_decay": [0.0, decay]},
+            pipe, {"interests__n_clusters": list(spec.ks), "micro__phi_decay": [0.0, "auto"]},
             cv=ChunkSplit(n_splits=2, test_chunks=1), scoring=make_rolling_scorer(m_values=100),
             refit=False).fit(X)
     res = search.cv_results_
     rows = [[p["interests__n_clusters"], p["micro__phi_decay"],
              f"{res['mean_test_recall@100'][j]:.4f}", f"{res['mean_test_mrr@100'][j]:.4f}"]
             for j, p in enumerate(res["params"])]
-    say(f"\n### {spec.name}: K by GridSearchCV on the training chunks "
+    print(f"\n### {spec.name}: K by GridSearchCV on the training chunks "
         f"({time.perf_counter() - start:.0f} s)\n")
-    say(table(["K", "phi_decay", "mean recall@100", "mean mrr@100"], rows))
+    print(table(["K", "phi_decay", "mean recall@100", "mean mrr@100"], rows), flush=True)
 
 
 def main(argv=None):
@@ -617,35 +441,24 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log", action="append", choices=sorted(LOGS))
     parser.add_argument("--n-boot", type=int, default=1000)
-    parser.add_argument("--personal", type=float, default=0.5)
-    parser.add_argument("--personal-decay", type=float, default=0.5)
-    parser.add_argument("--affinity", type=float, default=4.0)
-    parser.add_argument("--sweep", action="store_true",
-                        help="add rows sweeping lam, gamma and phi_decay")
     parser.add_argument("--search-k", action="store_true",
                         help="only run GridSearchCV over K on the training chunks")
     parser.add_argument("--k", type=int, default=None, help="K for every log (default: per log)")
-    parser.add_argument("--defaults", action="store_true",
-                        help="only MiCRO's estimator: its defaults, each setting alone, the "
-                             "paper's model and the baselines")
     parser.add_argument("--fave-dir", default=FAVE_DIR,
                         help="folder of the fave-shaped logs fave-plain-1-100.parquet and "
                              "fave-plain-1-20.parquet (--log fave-1-100, --log fave-1-20)")
     args = parser.parse_args(argv)
     FAVE_DIR = args.fave_dir
-    args.diagnose_rows = lambda names: [n for n in names if n.startswith(("recommended:",
-                                                                          "MiCRO() defaults"))]
+    args.diagnose_rows = lambda names: [n for n in names if n.startswith("MiCRO() defaults")]
+    header("MiCRO's retrieval quality", "quality.py", argv)
     for name in args.log or ["higgs", "movielens", "generated"]:
         spec = LOGS[name]
         if args.k:
             spec.k = args.k
         if args.search_k:
-            search_k(spec, lambda *a: print(*a, flush=True))
+            search_k(spec, log)
             continue
-        if args.defaults:
-            run_defaults(spec, args, lambda *a: print(*a, flush=True))
-            continue
-        run_log(spec, args, lambda *a: print(*a, flush=True))
+        run_log(spec, args, log)
 
 
 if __name__ == "__main__":

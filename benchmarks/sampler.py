@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import subprocess
-import sys
 import time
 from contextlib import contextmanager
 
 import numba
 import numpy as np
 import tomotopy as tp
-from threadpoolctl import threadpool_info, threadpool_limits
+from _harness import fmt, header, load_average, log, planted_stream, table, warm_up
+from threadpoolctl import threadpool_limits
 
 from sklearn_micro import MiCRO
 from sklearn_micro import micro as micro_module
@@ -43,82 +41,6 @@ FULL = dict(users=200_000, train=3_000_000, test=1_500_000, items=68_000,
             interests=[1000, 5000], sweeps=10, rec_users=200_000, dense_users=300)
 QUICK = dict(users=50_000, train=600_000, test=300_000, items=20_000,
              interests=[1000, 5000], sweeps=5, rec_users=50_000, dense_users=200)
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" if j == 0 else "---:" for j in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def fmt(x: float) -> str:
-    if x >= 100:
-        return f"{x:,.0f}"
-    if x >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
-
-
-# ------------------------------------------------------------------------------ data
-
-
-def planted_stream(n_users: int, n_interests: int, n_train: int, n_test: int,
-                   items_per_chunk: int, *, max_support: int = 10, seed: int = 0):
-    """Draw a training chunk (0) and a test chunk (1) from MiCRO's generative model.
-
-    Interests have power-law sizes. Each user has 1 to ``max_support`` interests
-    (``P(s) ∝ s^-1.5``), picked by interest size, and ``theta_u ~ Dir(1)`` over them;
-    users' activity is log-normal. Each chunk has its own items (all new in the test
-    chunk); an item belongs to one interest and ``phi[k, t]`` is skewed towards a few
-    items of interest ``k``. Every user engages at least once in training.
-
-    Returns the training log, the training items' interests, the test log (all int64
-    arrays of shape (n, 3)) and the users' support sizes.
-    """
-    rng = np.random.default_rng(seed)
-    K = n_interests
-    size = rng.permutation(np.arange(1, K + 1) ** -0.8)
-    size /= size.sum()
-
-    s_values = np.arange(1, max_support + 1)
-    p_s = s_values ** -1.5
-    s = rng.choice(s_values, n_users, p=p_s / p_s.sum())
-    owner = np.repeat(np.arange(n_users), s)
-    k = np.minimum(np.searchsorted(np.cumsum(size), rng.random(owner.shape[0])), K - 1)
-    key = np.unique(owner * K + k)
-    owner, k = key // K, key % K
-    ptr = np.zeros(n_users + 1, np.int64)
-    np.cumsum(np.bincount(owner, minlength=n_users), out=ptr[1:])
-    theta = rng.gamma(1.0, size=k.shape[0])
-    theta /= np.bincount(owner, weights=theta, minlength=n_users)[owner]
-    theta_cum = np.cumsum(theta)  # user u's entries end at u + 1
-
-    activity = rng.lognormal(0.0, 1.0, n_users)
-    activity_cum = np.cumsum(activity / activity.sum())
-    items_of = np.maximum(1, np.round(items_per_chunk * size)).astype(np.int64)
-    first_item = np.zeros(K + 1, np.int64)
-    np.cumsum(items_of, out=first_item[1:])
-
-    def engagements(users, chunk, item_base):
-        pos = np.searchsorted(theta_cum, users + rng.random(users.shape[0]), side="right")
-        z = k[np.clip(pos, ptr[users], ptr[users + 1] - 1)]
-        item = item_base + first_item[z] + (items_of[z] * rng.random(z.shape[0]) ** 3).astype(
-            np.int64)
-        return np.column_stack([users, item, np.full(users.shape[0], chunk)])
-
-    def draw_users(n):
-        return np.minimum(np.searchsorted(activity_cum, rng.random(n)), n_users - 1)
-
-    train_users = np.concatenate([np.arange(n_users), draw_users(max(n_train - n_users, 0))])
-    train = engagements(train_users, 0, 0)
-    test = engagements(np.sort(draw_users(n_test)), 1, first_item[-1])
-    interests = (np.arange(first_item[-1]), np.repeat(np.arange(K), items_of))
-    return train, interests, test, np.diff(ptr)
 
 
 # ------------------------------------------------------------------------- timing
@@ -160,16 +82,6 @@ def timed_kernels():
     finally:
         micro_module.run_chain = original_chain
         sampler.chunk_log_likelihood = original_ll
-
-
-def warm_up() -> float:
-    """Compile (or load from numba's cache) every kernel on a tiny model."""
-    start = time.perf_counter()
-    train, interests, test, _ = planted_stream(200, 8, 2000, 2000, 100, seed=1)
-    model = MiCRO(random_state=0, max_sweeps=2).fit(train, item_interest=interests)
-    model.partial_fit(test)
-    model.recommend(np.arange(50), m=10)
-    return time.perf_counter() - start
 
 
 # ------------------------------------------------------------------- part 1: sampler
@@ -277,34 +189,6 @@ def agreement(model, users, m, dense_local, dense_scores, full, batch):
 # ------------------------------------------------------------------------------ main
 
 
-def machine() -> list[str]:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f
-                       if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    blas = ", ".join(f"{i['internal_api']} {i['version']}" for i in threadpool_info()
-                     if i["user_api"] == "blas") or "none found"
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        commit = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--",
-                                "../sklearn_micro"], capture_output=True, text=True,
-                               check=True).stdout.strip()
-        commit += " with uncommitted changes to sklearn_micro" if dirty else ""
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
-    return [f"- sklearn-micro at commit {commit}",
-            f"- machine: {os.cpu_count()} cores (nproc), {cpu}",
-            f"- python {platform.python_version()}, numpy {np.__version__}, numba "
-            f"{numba.__version__}, tomotopy {tp.__version__} ({tp.isa}), BLAS: {blas}",
-            "- load average at start (1, 5, 15 min): "
-            + ", ".join(f"{x:.2f}" for x in os.getloadavg())]
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -333,9 +217,7 @@ def main(argv=None) -> None:
     numba.set_num_threads(args.threads)
     beta = MiCRO().beta
 
-    command = "python benchmarks/sampler.py" + (" " + " ".join(argv or sys.argv[1:])).rstrip()
-    print(f"# MiCRO sampler and retrieval benchmark\n\n`{command}`\n")
-    print("\n".join(machine()))
+    header("MiCRO sampler and retrieval benchmark", "sampler.py", argv, tp)
     print(f"- stream: {args.users:,} users, a training chunk of {args.train:,} engagements "
           f"and a test chunk of {args.test:,}, about {args.items:,} items per chunk (all "
           "new in the test chunk), 1-10 interests per user, drawn from the generative "
@@ -458,8 +340,7 @@ def main(argv=None) -> None:
           f"scores equal the dense scores of its items, and the sorted top-{args.m} scores "
           f"are equal, to 1e-9) for {100 * up_to_ties:.1f}%. Building the dense phi "
           f"({K:,} x {model.chunk_items_.shape[0]:,}) took {fmt(phi_time)} s, not counted.")
-    print("\nLoad average at the end (1, 5, 15 min): "
-          + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + ".")
+    print(f"\nLoad average at the end (1, 5, 15 min): {load_average()}.")
 
 
 if __name__ == "__main__":
