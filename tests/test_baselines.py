@@ -6,13 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
-from recommender_checks import (
-    SCORE_RTOL,
-    FixedEmbedder,
-    check_recommender,
-    make_log,
-    recommender_checks,
-)
 from sklearn.exceptions import NotFittedError
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import (
@@ -30,6 +23,13 @@ from sklearn_micro.baselines import (
     RecentItemsRecommender,
 )
 from sklearn_micro.embedding import engagement_matrix
+from sklearn_micro.utils.estimator_checks import (
+    SCORE_RTOL,
+    FixedEmbedder,
+    check_recommender,
+    make_log,
+    recommender_checks,
+)
 
 FACTORIES = {
     "popularity": lambda: PopularityRecommender(),
@@ -40,7 +40,7 @@ FACTORIES = {
     ),
     "als": lambda: ALSRecommender(n_components=4, iterations=3, window=2, random_state=0),
 }
-DATA = make_log()
+DATA = make_log(as_frame=True)
 # ALS folds new items and users in through BLAS on float32, on factor tables whose shapes
 # depend on how many ids the call knows: chunks taken at once round otherwise than in turn
 # (the items agree, scores to about 1e-7 of the largest). The others compare to the bit.
@@ -229,6 +229,27 @@ ANN_LOG = [
     (4, 42, 0), (4, 42, 0), (4, 42, 0),  # item 42: user 4 has no vector
 ]
 ANN_VECTORS = {1: [1.0, 0.0], 2: [0.0, 1.0], 3: [0.6, 0.8]}
+
+
+@pytest.mark.parametrize("m", [100, 300])
+def test_ann_exact_search_past_the_sampled_cut(m):
+    """5,120 candidates, more than twice the 512 scores the exact search samples for a
+    first guess of its cut, numbered so that the sample reads only the best tenth: fewer
+    than m reach the guess, and the rest must come from the pass below it. The answer is
+    the m best cosines of a dense float64 scan, best first."""
+    n_items = 5120
+    item = np.arange(n_items)
+    # every tenth item close to the query's direction, each at its own angle
+    cosine = np.where(item % 10 == 0, 0.99 - 1e-5 * item, 0.8 - 1e-4 * item)
+    angle = np.arccos(cosine)
+    vectors = {1: [1.0, 0.0]}
+    vectors.update({10_000 + i: [np.cos(a), np.sin(a)] for i, a in enumerate(angle)})
+    rows = [(10_000 + i, 100_000 + i, 0) for i in item]
+    rec = ANNRecommender(method="exact").fit(embedded(rows, vectors))
+    items, scores = rec.recommend([1], m)
+    best = np.argsort(-cosine, kind="stable")[:m]
+    assert_array_equal(items[0], 100_000 + best)
+    assert_allclose(scores[0], cosine[best], rtol=1e-6)
 
 
 def test_ann_known_answer():
@@ -566,7 +587,7 @@ def test_als_state_is_arrays():
 def test_als_fit_takes_implicits_steps():
     # the blocked kernel with the counts weighted by alpha: implicit's fit, to float32
     # rounding, from the same initial vectors
-    from recommender_checks import implicit_als_factors
+    from test_embedding import implicit_als_factors
 
     X_train, _ = DATA
     rec = ALSRecommender(n_components=4, alpha=2.0, iterations=3, random_state=0).fit(X_train)

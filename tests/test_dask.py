@@ -30,7 +30,6 @@ from distributed import (  # noqa: E402
     get_task_stream,
     wait,
 )
-from recommender_checks import FixedEmbedder  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from test_micro import _canonical, _generated, _layout_of, _recount, state  # noqa: E402
@@ -52,6 +51,7 @@ from sklearn_micro.model_selection import (  # noqa: E402
     make_rolling_scorer,
     rolling_evaluate,
 )
+from sklearn_micro.utils.estimator_checks import FixedEmbedder  # noqa: E402
 
 
 class _Cluster:
@@ -298,9 +298,9 @@ def test_fixed_embedder_pipeline_runs_on_the_cluster(client, sweep_log):
     """The pipeline's MiCRO fitted on the cluster with n_jobs left to the cluster (its two
     worker threads: two partitions) equals the pipeline fitted on two threads: the same
     state and the same recommendations."""
-    from recommender_checks import make_log
+    from sklearn_micro.utils.estimator_checks import make_log
 
-    X_train, X_next = make_log()
+    X_train, X_next = make_log(as_frame=True)
 
     def pipeline(n_jobs):
         return Pipeline([("embed", FixedEmbedder()),

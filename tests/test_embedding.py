@@ -30,6 +30,22 @@ def grouped_log(n_groups=3, users_per_group=40, items_per_group=30, per_user=12,
     return log[rng.permutation(len(log))], item_group
 
 
+def implicit_als_factors(counts, factors, *, alpha, iterations, random_state):
+    """User and item factors of `implicit`'s own ALS fit (one thread) on ``counts``, seeded
+    as sklearn-micro's estimators seed it from ``random_state``."""
+    from implicit.cpu.als import AlternatingLeastSquares
+    from sklearn.utils import check_random_state
+    from threadpoolctl import threadpool_limits
+
+    seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    with threadpool_limits(1, user_api="blas"):
+        model = AlternatingLeastSquares(factors=factors, regularization=0.01, alpha=alpha,
+                                        iterations=iterations, num_threads=1,
+                                        random_state=seed)
+        model.fit(counts, show_progress=False)
+    return model.user_factors, model.item_factors
+
+
 @pytest.fixture(scope="module")
 def log_and_groups():
     return grouped_log()
@@ -173,8 +189,6 @@ def test_same_vectors_as_implicit(log_and_groups, solver):
     # the matrix is weighted by alpha, and the initial vectors drawn, before implicit sees
     # them: the same as implicit's alpha and its own draw; the blocked kernel sums in
     # another order, so it agrees to float32 rounding
-    from recommender_checks import implicit_als_factors
-
     log, _ = log_and_groups
     embedder = GraphEmbedder(n_components=5, alpha=2.0, iterations=3, random_state=4,
                              solver=solver).fit(log)

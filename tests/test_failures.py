@@ -14,11 +14,11 @@ import pickle
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
-from recommender_checks import make_log, state_differences
 
 import sklearn_micro.baselines as baselines
 from sklearn_micro import MiCRO
 from sklearn_micro._kernels import sampler
+from sklearn_micro.utils.estimator_checks import make_log, state_differences
 
 # -- injection points ------------------------------------------------------------------------
 # MiCRO: a method called once per chunk, before the chunk is sampled.
@@ -37,7 +37,7 @@ BASELINE_KERNEL = {"ALSRecommender": "_fold", "ANNRecommender": "_derive",
 BASELINE_COMMIT_ATTRIBUTE = "popular_items_"
 # ---------------------------------------------------------------------------------------------
 
-X_TRAIN, X_NEXT = make_log(5, n_chunks=8, n_train=4)
+X_TRAIN, X_NEXT = make_log(5, n_chunks=8, n_train=4, as_frame=True)
 USERS = np.concatenate([X_TRAIN.user.unique()[:15], X_NEXT.user.unique()[-5:], [-1]])
 
 

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from recommender_checks import FixedEmbedder, make_log, state_differences
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import MiCRO
@@ -27,6 +26,7 @@ from sklearn_micro.baselines import (
     RecentItemsRecommender,
 )
 from sklearn_micro.datasets import _files, iter_log_chunks, read_log
+from sklearn_micro.utils.estimator_checks import FixedEmbedder, make_log, state_differences
 
 ALLOWED = (ValueError, TypeError)
 FUZZ = settings(max_examples=150, deadline=None,
@@ -191,7 +191,7 @@ def test_both_csv_engines_agree_on_fuzzed_files(tmp_path, monkeypatch):
 
 # -- partial_fit -----------------------------------------------------------------------------
 
-X_TRAIN, X_NEXT = make_log(7)
+X_TRAIN, X_NEXT = make_log(7, as_frame=True)
 FIRST = X_NEXT[X_NEXT.chunk == X_NEXT.chunk.min()].reset_index(drop=True)
 SECOND = X_NEXT[X_NEXT.chunk > X_NEXT.chunk.min()].reset_index(drop=True)
 

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from recommender_checks import FixedEmbedder, make_log, recommender_checks
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro._gibbs import build_layout, partition_layout, run_chain
+from sklearn_micro.utils.estimator_checks import FixedEmbedder, make_log, recommender_checks
 
 TRAIN = np.array([
     [0, 10, 0], [0, 11, 0], [0, 12, 1],
@@ -570,7 +570,7 @@ def _micro_pipeline():
 # MiCRO's arithmetic goes through no BLAS: answers composed differently are equal arrays
 @pytest.mark.parametrize("check", recommender_checks(score_rtol=0), ids=lambda c: c.__name__)
 def test_recommender_protocol(check):
-    check(_micro_pipeline, *make_log())
+    check(_micro_pipeline, *make_log(as_frame=True))
 
 
 @settings(max_examples=30, deadline=None)

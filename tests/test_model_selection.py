@@ -5,7 +5,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
-from recommender_checks import FixedEmbedder, make_log
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.pipeline import Pipeline
@@ -25,6 +24,7 @@ from sklearn_micro.model_selection import (
     make_rolling_scorer,
     rolling_evaluate,
 )
+from sklearn_micro.utils.estimator_checks import FixedEmbedder, make_log
 
 
 def frame(rows):
@@ -158,7 +158,7 @@ def test_rolling_evaluate_copies_unless_told():
 
 
 def test_rolling_evaluate_is_recommend_then_partial_fit():
-    X_train, X_test = make_log()
+    X_train, X_test = make_log(as_frame=True)
     rec = RecentItemsRecommender(window=2).fit(X_train)
     report = rolling_evaluate(rec, X_test, m_values=(5, 20), exclude_seen=True)
     manual = clone(rec).fit(X_train)
@@ -175,7 +175,7 @@ def test_rolling_evaluate_is_recommend_then_partial_fit():
 
 
 def test_rolling_evaluate_blocks_users(monkeypatch):
-    X_train, X_test = make_log()
+    X_train, X_test = make_log(as_frame=True)
     rec = PopularityRecommender(window=2).fit(X_train)
     expected = rolling_evaluate(rec, X_test).points
     monkeypatch.setattr(model_selection, "_USER_BLOCK", 3)
@@ -183,7 +183,7 @@ def test_rolling_evaluate_blocks_users(monkeypatch):
 
 
 def test_rolling_evaluate_pipeline_and_string_ids():
-    X_train, X_test = make_log()
+    X_train, X_test = make_log(as_frame=True)
 
     def to_str(X):
         return X.assign(user="u" + X.user.astype(str), item="i" + X.item.astype(str))
@@ -210,7 +210,7 @@ def test_rolling_evaluate_padding_is_never_a_hit_and_ids_of_any_kind_agree():
     assert_allclose(points["recall@4"], [0, 0.5, 1])
     assert_allclose(points["mrr@4"], [0, 1, 0.5])
 
-    X_train, X_test = make_log()
+    X_train, X_test = make_log(as_frame=True)
 
     def to_str(X):
         return X.assign(item="i" + X.item.astype(str))
@@ -403,7 +403,7 @@ def test_make_rolling_scorer_errors(kwargs, match):
 
 
 def test_grid_search_over_the_window():
-    X, _ = make_log(n_chunks=8, n_train=8)
+    X, _ = make_log(n_chunks=8, n_train=8, as_frame=True)
     scorer = make_rolling_scorer()
     search = GridSearchCV(
         PopularityRecommender(), {"window": [1, 2, 4]}, cv=ChunkSplit(n_splits=2,
@@ -434,7 +434,7 @@ def test_grid_search_over_the_window():
 
 
 def test_cross_validate_with_a_pipeline():
-    X_train, _ = make_log(n_chunks=6, n_train=6)
+    X_train, _ = make_log(n_chunks=6, n_train=6, as_frame=True)
     pipe = Pipeline([("embed", FixedEmbedder()), ("ann", ANNRecommender(method="exact"))])
     result = cross_validate(pipe, X_train, cv=ChunkSplit(n_splits=2),
                             scoring=make_rolling_scorer(m_values=(10,), metrics="recall"))
@@ -446,7 +446,7 @@ def test_cross_validate_with_a_pipeline():
 
 
 def test_report_without_points_has_the_same_aggregates():
-    X_train, X_test = make_log()
+    X_train, X_test = make_log(as_frame=True)
     rec = RecentItemsRecommender(window=2).fit(X_train)
     full = rolling_evaluate(rec, X_test, m_values=(5, 20))
     sums = rolling_evaluate(rec, X_test, m_values=(5, 20), keep_points=False)
@@ -468,7 +468,7 @@ def test_report_without_points_has_the_same_aggregates():
 
 
 def test_rolling_evaluation_pickled_midway_gives_the_same_report():
-    X_train, X_test = make_log()
+    X_train, X_test = make_log(as_frame=True)
     log = check_log(X_test)
     chunks = [log.take(rows) for _, rows in model_selection.iter_chunks(log.chunk)]
     whole = RollingEvaluation(RecentItemsRecommender(window=2).fit(X_train), m_values=(5, 20))
@@ -510,7 +510,7 @@ def test_ann_in_parallel_gives_the_same_report(method, monkeypatch):
     import sklearn_micro.baselines as baselines
 
     monkeypatch.setattr(baselines, "_BLOCK_SCORES", 64)
-    X_train, X_test = make_log()
+    X_train, X_test = make_log(as_frame=True)
     reports = []
     for n_jobs in (1, 2):
         pipe = Pipeline([("embed", FixedEmbedder()),

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from recommender_checks import FixedEmbedder, make_log, recommender_checks, state_differences
 from sklearn.pipeline import Pipeline
 from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
@@ -37,6 +36,12 @@ from sklearn_micro._kernels.topm import (
 )
 from sklearn_micro._log import check_log
 from sklearn_micro.datasets import make_engagements
+from sklearn_micro.utils.estimator_checks import (
+    FixedEmbedder,
+    make_log,
+    recommender_checks,
+    state_differences,
+)
 
 
 @pytest.mark.parametrize("params, message", [
@@ -293,7 +298,7 @@ class Injected(Exception):
 
 @pytest.mark.parametrize("n_call", [1, 2])
 def test_partial_fit_is_all_or_nothing_with_recent_items(monkeypatch, n_call):
-    X_train, X_next = make_log(5, n_chunks=8, n_train=4)
+    X_train, X_next = make_log(5, n_chunks=8, n_train=4, as_frame=True)
     model = Pipeline([("embed", FixedEmbedder()),
                       ("interests", SphericalKMeans(n_clusters=3, random_state=0)),
                       ("micro", MiCRO(personal=0.5, phi_decay="auto", random_state=0))])
@@ -533,7 +538,7 @@ def _personal_pipeline(personal):
 # MiCRO's arithmetic goes through no BLAS: answers composed differently are equal arrays
 @pytest.mark.parametrize("check", recommender_checks(score_rtol=0), ids=lambda c: c.__name__)
 def test_recommender_protocol_with_the_personal_component(check, personal):
-    check(_personal_pipeline(personal), *make_log())
+    check(_personal_pipeline(personal), *make_log(as_frame=True))
 
 
 def test_skops_round_trip_with_recent_items(tmp_path):
