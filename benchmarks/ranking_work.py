@@ -28,11 +28,8 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from sklearn_micro._kernels.topm import (  # noqa: E402
-    CUT_SAMPLE,
-    group_by_interest,
-    mixture_topm,
-)
+from sklearn_micro._kernels.selection import CUT_SAMPLE  # noqa: E402
+from sklearn_micro._kernels.topm import group_by_interest, mixture_topm  # noqa: E402
 from sklearn_micro._micro_state import LatestChunk, interest_weights  # noqa: E402
 from sklearn_micro.model_selection import _final_recommender  # noqa: E402
 

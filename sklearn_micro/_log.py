@@ -17,6 +17,7 @@ COLUMNS = ("user", "item", "chunk")
 
 __all__ = [
     "COLUMNS",
+    "LOOKUP_ROWS",
     "EmbeddedLog",
     "EngagementLog",
     "Vocabulary",
@@ -24,6 +25,7 @@ __all__ = [
     "check_log",
     "distinct",
     "iter_chunks",
+    "lookup_in_blocks",
 ]
 
 
@@ -399,6 +401,20 @@ def index_dtype(n: int):
     """The type of indices below ``n``: int32 where they fit (half the memory, and one
     type per kernel argument, so that a kernel compiles once), else int64."""
     return np.int32 if n <= np.iinfo(np.int32).max + 1 else np.int64
+
+
+# rows of a log whose ids are looked up at once (bounds the int64 temporaries of a lookup)
+LOOKUP_ROWS = 1 << 20
+
+
+def lookup_in_blocks(vocabulary: Vocabulary, values: np.ndarray, name: str) -> np.ndarray:
+    """Internal indices of ``values`` (-1 where unknown), int32 where they fit, looked up
+    `LOOKUP_ROWS` at a time."""
+    out = np.empty(values.shape[0], index_dtype(len(vocabulary)))
+    for start in range(0, values.shape[0], LOOKUP_ROWS):
+        stop = start + LOOKUP_ROWS
+        out[start:stop] = vocabulary.lookup(values[start:stop], name=name)
+    return out
 
 
 def distinct(values) -> np.ndarray:
