@@ -16,8 +16,8 @@ from sklearn.utils.validation import check_is_fitted
 from ._gibbs import MIN_PARTITION_WORK, build_layout, partitions_for, run_chain
 from ._held_out import TrainingLog, select_personal_weight, select_phi_decay
 from ._kernels import numba_threads
+from ._kernels.selection import fill_remainder
 from ._kernels.topm import (
-    fill_remainder,
     group_by_interest,
     mixture_topm,
     personal_topm,
@@ -50,6 +50,7 @@ from ._parallel import resolve_n_jobs
 from .base import RecommenderMixin, SeenItems, csr_rows
 
 __all__ = ["MiCRO"]
+
 
 def _numba_threads(n_jobs):
     """numba's threads set to ``n_jobs`` (scikit-learn's meaning) inside the block."""

@@ -671,7 +671,7 @@ def test_recommend_with_paper_equals_the_two_models_recommend(phi_min_count):
     the lists and scores are those of the two `recommend` calls, bit for bit."""
     import scipy.sparse as sp
 
-    from sklearn_micro._kernels.topm import CUT_SAMPLE, SELECT_RATIO
+    from sklearn_micro._kernels.selection import CUT_SAMPLE, SELECT_RATIO
     from sklearn_micro.datasets import make_engagements
 
     # two interests, so that users of both have the thousands of candidates that take the

@@ -25,8 +25,8 @@ from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans, _held_out, _micro_state
+from sklearn_micro._kernels.selection import CUT_SAMPLE
 from sklearn_micro._kernels.topm import (
-    CUT_SAMPLE,
     RANGE_ITEMS,
     RANGE_ROWS,
     group_by_interest,
