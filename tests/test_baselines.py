@@ -587,14 +587,15 @@ def test_als_state_is_arrays():
 def test_als_fit_takes_implicits_steps():
     # the blocked kernel with the counts weighted by alpha: implicit's fit, to float32
     # rounding, from the same initial vectors
-    from test_embedding import implicit_als_factors
+    from test_embedding import IMPLICIT_ATOL, implicit_als_factors
 
     X_train, _ = DATA
     rec = ALSRecommender(n_components=4, alpha=2.0, iterations=3, random_state=0).fit(X_train)
     counts = engagement_matrix(check_log(X_train), rec.user_ids_, rec.item_ids_)
     users, items = implicit_als_factors(counts, 4, alpha=2.0, iterations=3, random_state=0)
     for ours, theirs in ((rec.user_factors_, users), (rec.item_factors_, items)):
-        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-4 * np.abs(theirs).max())
+        np.testing.assert_allclose(ours, theirs, rtol=0,
+                                   atol=IMPLICIT_ATOL * np.abs(theirs).max())
 
 
 def test_als_recovers_two_blocks():
