@@ -39,8 +39,8 @@ __all__ = [
 ]
 
 # "auto" searches exactly below this many candidate items: up to here the exact search costs
-# about as much as NNDescent's index and queries together, or less (docs/scale_history.md, "ANN:
-# exact below 50,000 items"), and it finds every item NNDescent misses
+# about as much as NNDescent's index and queries together, or less, and it finds every item
+# NNDescent misses
 _EXACT_MAX_ITEMS = 50_000
 # scores held at once by the exact blocked search
 _BLOCK_SCORES = 1 << 21
@@ -182,8 +182,9 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
     def _fit_model(self, state: dict, log, user: np.ndarray, item: np.ndarray) -> None:
         """Fit the model on the whole training log (internal indices)."""
 
-    def _absorb(self, state: dict, X) -> None:
-        """Take what a partial_fit input carries besides engagements (e.g. vectors)."""
+    def _extend_state(self, state: dict, X) -> None:
+        """Grow ``state`` by what a partial_fit input brings besides its engagements (the
+        vectors of new users, rows for new ids)."""
 
     def _update_chunk(self, state: dict, user: np.ndarray, item: np.ndarray) -> None:
         """Take one new chunk's engagements; the window in ``state`` already holds them."""
@@ -275,7 +276,7 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
             item_ids_=item_ids,
             seen_items_=self.seen_items_.add(user, item),
         )
-        self._absorb(state, X)
+        self._extend_state(state, X)
         for chunk, rows in iter_chunks(log.chunk):
             keep = state["window_chunk_"] > chunk - self.window
             state["window_user_"] = np.concatenate([state["window_user_"][keep], user[rows]])
@@ -502,10 +503,9 @@ class ANNRecommender(_WindowRecommender):
     epsilon : float, default=0.1
         How far beyond the best candidates an NNDescent query searches
         (`pynndescent.NNDescent.query`'s ``epsilon``, whose default it is): larger finds
-        more of the exact neighbours for more time. On a fave-shaped log at 1/4 of the
-        paper's scale, ``n_neighbors=60, epsilon=0.3`` gave lists agreeing with the exact
-        search's on 99.6 of 100 items against 96.8 with the defaults, for about twice the
-        query time (docs: "ANN at scale").
+        more of the exact neighbours for more time; with ``n_neighbors``, the trade-off
+        between the lists' agreement with the exact search and the query time (the docs'
+        "ANN at scale" measures it).
     random_state : int, RandomState instance or None, default=None
         Seeds the NNDescent index; fixed for the fitted state, so a pickled and restored
         recommender builds the same index.
@@ -515,9 +515,8 @@ class ANNRecommender(_WindowRecommender):
         None means 1, -1 all cores. The exact search answers the same for any ``n_jobs``.
         NNDescent's queries draw random starting points from one stream per call: on one
         thread a user's answer depends on the users queried before it in the same call
-        (the same call answers the same), on several threads also on their timing. On a
-        fave-shaped log at 1/4 of the paper's scale, 0.5% (one thread, another batch) and
-        0.7% (two threads, the same batch) of the top-100 items differed that way.
+        (the same call answers the same), on several threads also on their timing, so a
+        few of a user's items can differ between calls.
 
     Attributes
     ----------
@@ -592,11 +591,6 @@ class ANNRecommender(_WindowRecommender):
         state.pop("_index", None)
         return state
 
-    def __setstate__(self, state):
-        # a recommender pickled before ``epsilon`` existed searched with pynndescent's 0.1
-        state.setdefault("epsilon", 0.1)
-        super().__setstate__(state)
-
     def _start(self, X, log):
         if not isinstance(X, EmbeddedLog):
             raise TypeError(
@@ -619,7 +613,7 @@ class ANNRecommender(_WindowRecommender):
             "random_state_": rng,
         }
 
-    def _absorb(self, state, X):
+    def _extend_state(self, state, X):
         vectors = state["user_vectors_"]
         if isinstance(X, EmbeddedLog):
             given = np.asarray(X.user_vectors, dtype=np.float32)
@@ -852,7 +846,7 @@ class ALSRecommender(_WindowRecommender):
             n_fit_items_=n_items,
         )
 
-    def _absorb(self, state, X):
+    def _extend_state(self, state, X):
         for name, ids in (("user_factors_", "user_ids_"), ("item_factors_", "item_ids_")):
             factors, n = state[name], len(state[ids])
             if factors.shape[0] < n:
