@@ -23,6 +23,7 @@ __all__ = [
     "Vocabulary",
     "as_ids",
     "check_log",
+    "chunk_column",
     "compact_chunks",
     "compact_log",
     "distinct",
@@ -257,7 +258,41 @@ def _frame_ids(column, name: str, *, input_name: str) -> np.ndarray:
     return _id_column(column.to_numpy(), name, input_name=input_name)
 
 
-def _chunk_column(values, *, input_name: str) -> np.ndarray:
+def chunk_column(X, *, input_name: str = "X") -> np.ndarray:
+    """The ``chunk`` column of a log as int64, checked, without validating its id columns
+    (what a splitter over chunks reads).
+
+    Parameters
+    ----------
+    X : DataFrame, array-like of shape (n_engagements, 3), EngagementLog or EmbeddedLog
+        The log, in any form `check_log` takes.
+    input_name : str, default="X"
+        How error messages name ``X``.
+
+    Returns
+    -------
+    chunk : ndarray of int64, shape (n_engagements,)
+    """
+    if isinstance(X, EmbeddedLog):
+        X = X.log
+    if isinstance(X, EngagementLog):
+        return X.chunk
+    if hasattr(X, "columns"):
+        if "chunk" not in X.columns:
+            raise ValueError(
+                f"{input_name} must have a 'chunk' column; got columns {list(X.columns)}.")
+        return _chunks(X["chunk"].to_numpy(), input_name=input_name)
+    arr = np.asarray(X)
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ValueError(
+            f"{input_name} must be a DataFrame with columns user, item, chunk or an integer "
+            f"array of shape (n, 3); got shape {arr.shape}."
+        )
+    return _chunks(arr[:, 2], input_name=input_name)
+
+
+def _chunks(values, *, input_name: str) -> np.ndarray:
+    """A log's chunk values as int64; an error naming the first bad row otherwise."""
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
         if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
@@ -339,7 +374,7 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
         log = EngagementLog(
             _frame_ids(X["user"], "user", input_name=input_name),
             _frame_ids(X["item"], "item", input_name=input_name),
-            _chunk_column(X["chunk"].to_numpy(), input_name=input_name),
+            _chunks(X["chunk"].to_numpy(), input_name=input_name),
         )
     else:
         if isinstance(X, (str, bytes)) or X is None or np.isscalar(X):

@@ -357,7 +357,7 @@ def _learning_beside(model: MiCRO, log: EngagementLog, X, learn: bool):
 
     `MiCRO.partial_fit` replaces the model's attributes and never changes them in place, so
     a shallow copy made before it is the state before the chunk. When the chunk is sampled
-    as one chain (`MiCRO._chain_threads`: a chunk of 1/20 of the paper's log is) and the
+    as one chain (`MiCRO._chain_threads`) and the
     model may use two threads or more, ``partial_fit`` runs on a thread of its own while the
     copy is scored, so the core the chain leaves idle ranks users. That needs numba's
     ``omp`` or ``tbb`` threading layer (its ``workqueue`` layer runs one parallel kernel at
