@@ -108,3 +108,36 @@ def test_reproduce_takes_the_preset_k_and_split_unless_given(tmp_path, monkeypat
     assert seen == dict(k=7, train_chunks=20)
     cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path)])
     assert seen == dict(k=50, train_chunks=18)  # the default scale, 0.01
+
+
+def test_no_trending_share_draws_the_log_as_before():
+    from sklearn_micro.datasets import make_engagements
+
+    plain = make_engagements(500, 300, 6, 5, random_state=0)
+    same = make_engagements(500, 300, 6, 5, random_state=0, trending_share=0.0,
+                            n_trending=3)
+    assert np.array_equal(plain.item, same.item) and np.array_equal(plain.user, same.user)
+
+
+def test_trending_items_take_engagements_of_every_interest():
+    from sklearn_micro.datasets import make_engagements
+
+    params = dict(n_users=2000, n_items=1500, n_chunks=8, n_interests=20,
+                  random_state=0, return_truth=True)
+    plain, truth = make_engagements(**params)
+    log, head_truth = make_engagements(**params, trending_share=0.3, n_trending=5)
+    # the users' degrees and the items' least degree hold
+    assert np.array_equal(np.bincount(log.user, minlength=2000), head_truth.user_degree)
+    assert np.bincount(log.item, minlength=1500).min() >= 5
+
+    def outside_support(log, truth):
+        support = truth.user_interests.tocsr()
+        interest = truth.item_interest[log.item]
+        return np.mean(np.asarray(support[log.user, interest]).ravel() == 0)
+
+    assert outside_support(plain, truth) < 0.01
+    assert outside_support(log, head_truth) > 0.1
+    # a few items of each chunk hold a large share of it
+    for t in range(8):
+        counts = np.sort(np.bincount(log.item[log.chunk == t]))[::-1]
+        assert counts[:5].sum() > 0.1 * counts.sum()
