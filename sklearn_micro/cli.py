@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .datasets._presets import PRESETS
+from .datasets import PRESETS
 
 # TwitterFaveGraph at 1/600 (users, items, engagements) in 16 chunks with 100 interests, so
 # that each interest's chunk holds the paper's 295 engagements and 13.5 new items (K = 5,000,

@@ -26,12 +26,16 @@ from ._files import (  # noqa: F401  (the command line)
     _source,
 )
 from ._generator import iter_engagements, make_engagements
-from ._presets import PRESETS, iter_preset, preset_parameters, write_preset
+from ._presets import (
+    PRESETS,  # noqa: F401  (the command line)
+    iter_preset,
+    preset_parameters,
+    write_preset,
+)
 from ._readers import iter_log_chunks, read_log, read_twitter_fave, read_twitter_follow
 from ._real_logs import data_home, load_higgs, load_movielens
 
 __all__ = [
-    "PRESETS",
     "data_home",
     "iter_engagements",
     "iter_log_chunks",

@@ -28,7 +28,8 @@ PRESETS = {
     "fave": dict(
         n_users=6_700_000, n_items=13_000_000, n_engagements=283_000_000, n_chunks=192,
         test_chunks=23, n_interests=5_000, user_degree=(1, 100), min_item_degree=5,
-        interests_per_user=8.0, item_lifetime=2.5, item_appeal=1.7, alpha=1.0, beta=0.5,
+        interests_per_user=3.5, item_lifetime=3.0, item_appeal=0.8, trending_share=0.15,
+        n_trending=100, alpha=1.0, beta=0.5,
     ),
     "follow": dict(
         n_users=12_000_000, n_items=3_500_000, n_engagements=261_000_000, n_chunks=25,
@@ -67,6 +68,11 @@ def preset_parameters(preset: str, scale: float = 1.0) -> Bunch:
         ``generator``: the keyword arguments of `iter_engagements` and `make_engagements`
         (without ``random_state``); ``n_interests``: K, the number of interests to fit;
         ``train_chunks`` and ``test_chunks``: the paper's split.
+
+    See Also
+    --------
+    iter_preset : The preset's log, one chunk at a time.
+    write_preset : The preset's log, streamed to a Parquet file.
 
     Examples
     --------
@@ -145,6 +151,11 @@ def write_preset(path, preset: str, scale: float = 1.0, *, random_state=0) -> in
     -------
     n_engagements : int
         The rows written.
+
+    See Also
+    --------
+    iter_preset : The same log, one chunk at a time.
+    read_log : Reads the file back.
 
     Examples
     --------
