@@ -133,9 +133,16 @@ def _header(path: Path) -> list[str]:
 
 
 def _preset_path(args) -> Path:
-    """Where a preset's draw is cached: one file per preset, scale, seed and version."""
-    return (Path(args.out) / "logs"
-            / f"{args.preset}-scale{args.scale:g}-seed{args.seed}-{__version__}.parquet")
+    """Where a preset's draw is cached: one file per preset, scale, seed and version (and
+    the generator's parameters, which a development version may change)."""
+    import hashlib
+
+    from .datasets import preset_parameters
+
+    params = preset_parameters(args.preset, args.scale).generator
+    digest = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+    return (Path(args.out) / "logs" / f"{args.preset}-scale{args.scale:g}-seed{args.seed}-"
+            f"{__version__}-{digest}.parquet")
 
 
 def _draw(args, stages) -> Path:

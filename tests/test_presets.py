@@ -141,3 +141,10 @@ def test_trending_items_take_engagements_of_every_interest():
     for t in range(8):
         counts = np.sort(np.bincount(log.item[log.chunk == t]))[::-1]
         assert counts[:5].sum() > 0.1 * counts.sum()
+
+
+def test_the_cache_follows_the_generator_parameters(tmp_path, monkeypatch):
+    args = _args(tmp_path, preset="follow", scale=0.01)
+    before = cli._preset_path(args)
+    monkeypatch.setitem(PRESETS["follow"], "item_appeal", 9.0)
+    assert cli._preset_path(args) != before
