@@ -11,6 +11,15 @@ log itself, then the time and peak memory of `make_engagements` (the whole log) 
 `iter_engagements` (one chunk at a time) per million engagements.
 
     python benchmarks/generator.py [--scale 0.01] [--interests 100] [--seed 0]
+
+With ``--preset fave`` (or ``follow``) it prints instead, for each of ``--scales``, the
+statistics of the preset's log that set the paper's table, drawn one chunk at a time (so
+full scale fits): engagements and new items per (interest, chunk), a user's engagements per
+active chunk, the share of a chunk's (user, item) pairs on items new in it, on items of the
+chunk before and on the chunk before's 100 most engaged items, and the share of a chunk's
+engagements in the interests of the user who makes them and on the largest interest:
+
+    python benchmarks/generator.py --preset fave --scales 0.01 0.05 0.25 1
 """
 
 from __future__ import annotations
@@ -29,7 +38,12 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 from _harness import header  # noqa: E402
 
 from sklearn_micro.cli import DEFAULT_LOG  # noqa: E402
-from sklearn_micro.datasets import iter_engagements, make_engagements  # noqa: E402
+from sklearn_micro.datasets import (  # noqa: E402
+    iter_engagements,
+    make_engagements,
+    preset_parameters,
+)
+from sklearn_micro.datasets._generator import _generate  # noqa: E402
 
 PAPER = {"engagements": 283_000_000, "users": 6_700_000, "items": 13_000_000, "chunks": 192}
 SHAPE = {k: DEFAULT_LOG[k] for k in ("interests_per_user", "item_lifetime", "item_appeal")}
@@ -117,13 +131,91 @@ def describe(log, truth, params) -> None:
          "about 0.101 (Popularity's recall@100)")
 
 
+PRESET_STATISTICS = {
+    "engagements per (interest, chunk)": "mean of the chunk's engagements per interest",
+    "new items per (interest, chunk)": "mean of the items born per interest",
+    "engagements per active (user, chunk)": "",
+    "pairs on items new in the chunk": "share of the chunk's distinct (user, item) pairs",
+    "pairs on items of the chunk before": "an upper bound of MiCRO's recall",
+    "pairs on the chunk before's top 100": "about Popularity's recall@100",
+    "engagements in the user's interests": "share of the chunk's, averaged over users",
+    "engagements on the largest interest": "share of the chunk's",
+}
+
+
+def preset_statistics(preset: str, scale: float, seed: int = 0) -> dict:
+    """The statistics of `PRESET_STATISTICS` for a preset's log at a scale: each the mean
+    over the chunks after the first, drawn one chunk at a time."""
+    params = preset_parameters(preset, scale).generator
+    n_items, k = params["n_items"], params["n_interests"]
+    chunks = _generate(**{name: params[name] for name in (
+        "n_users", "n_items", "n_chunks", "n_interests", "interests_per_user",
+        "item_lifetime", "item_appeal", "alpha", "beta", "user_degree", "n_engagements",
+        "min_item_degree", "trending_share", "n_trending") if name in params},
+        random_state=seed)
+    users = next(chunks)
+    holders = np.bincount(users.interest, minlength=k)  # users with each interest
+    item_interest = np.full(n_items, -1, np.int32)
+    previous = None
+    sums = dict.fromkeys(PRESET_STATISTICS, 0.0)
+    n = 0
+    for _, who, item, new, _ in chunks:
+        item_interest[new["id"]] = new["interest"]
+        counts = np.bincount(item, minlength=n_items)
+        if previous is not None:
+            key = np.unique(who * n_items + item)
+            pair_item = key % n_items
+            top = np.argsort(-previous, kind="stable")[:100]
+            demand = np.bincount(item_interest[item], minlength=k)
+            share = demand / demand.sum()
+            values = {
+                "engagements per (interest, chunk)": who.shape[0] / k,
+                "new items per (interest, chunk)": new["id"].shape[0] / k,
+                "engagements per active (user, chunk)":
+                    who.shape[0] / np.unique(who).shape[0],
+                "pairs on items new in the chunk": np.isin(pair_item, new["id"]).mean(),
+                "pairs on items of the chunk before": (previous[pair_item] > 0).mean(),
+                "pairs on the chunk before's top 100": np.isin(pair_item, top).mean(),
+                "engagements in the user's interests":
+                    float(holders @ share) / users.degree.shape[0],
+                "engagements on the largest interest": share.max(),
+            }
+            for name, value in values.items():
+                sums[name] += value
+            n += 1
+        previous = counts
+    return {name: value / n for name, value in sums.items()}
+
+
+def print_preset_statistics(preset: str, scales, seed: int = 0) -> None:
+    print(f"The {preset} preset's log (seed {seed}), mean over its chunks after the first\n")
+    header = "| statistic | " + " | ".join(f"scale {s:g}" for s in scales) + " |"
+    rows = {name: [] for name in PRESET_STATISTICS}
+    for scale in scales:
+        start = time.perf_counter()
+        for name, value in preset_statistics(preset, scale, seed).items():
+            rows[name].append(value)
+        print(f"scale {scale:g}: {time.perf_counter() - start:.0f} s", file=sys.stderr,
+              flush=True)
+    print(header)
+    print("|---|" + "---:|" * len(scales))
+    for name, values in rows.items():
+        cells = " | ".join(f"{v:.1f}" if v >= 10 else f"{v:.3f}" for v in values)
+        print(f"| {name} | {cells} |")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=0.01)
     parser.add_argument("--interests", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--preset", choices=["fave", "follow"])
+    parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.05, 0.25])
     args = parser.parse_args(argv)
     header("The generator against TwitterFaveGraph", "generator.py", argv)
+    if args.preset:
+        print_preset_statistics(args.preset, args.scales, args.seed)
+        return
     params = dict(
         n_users=round(PAPER["users"] * args.scale),
         n_items=round(PAPER["items"] * args.scale),

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from . import __version__
+from .datasets import PRESETS
 
 # TwitterFaveGraph at 1/600 (users, items, engagements) in 16 chunks with 100 interests, so
 # that each interest's chunk holds the paper's 295 engagements and 13.5 new items (K = 5,000,
@@ -16,6 +17,7 @@ from . import __version__
 DEFAULT_LOG = dict(n_users=11167, n_items=21667, n_chunks=16, n_interests=100,
                    n_engagements=471667, interests_per_user=8.0, item_lifetime=2.5,
                    item_appeal=1.7, random_state=0)
+DEFAULT_SCALE = 0.01  # of a --preset's log
 
 DESCRIPTION = """\
 Run the MiCRO paper's experiment: train on the first chunks of an engagement log, then
@@ -42,15 +44,21 @@ data files:
 
 examples:
   sklearn-micro reproduce
+  sklearn-micro reproduce --preset fave --scale 0.05 --dim 128
   sklearn-micro reproduce --data ../shared/data/higgs-twitter/higgs-activity_time.txt.gz \\
       --train-chunks 19 --k 200
   sklearn-micro reproduce --data fave.csv.zip --k 5000 --train-chunks 169 --out results
   sklearn-micro reproduce --data fave.csv.zip --k 5000 --train-chunks 169 --out results \\
       --resume        # after a run that was stopped: carry on from its checkpoints
 
-Each stage (load, graph embedding, clustering, each method's fit and rolling evaluation)
-is timed and its peak memory read; the table is printed at the end and written to
-OUT/stages.json. Checkpoints go to OUT/checkpoints (written atomically); --resume takes
+With --preset, the log is the paper's fave (192 chunks, the last 23 tested) or follow (25
+chunks, the last 7 tested) drawn at --scale, with K the paper's 5,000 times the scale; the
+draw is written once to OUT/logs (a file per preset, scale, seed and package version) and
+read from there by later runs. --k and --train-chunks override the preset's.
+
+Each stage (drawing a preset, load, graph embedding, clustering, each method's fit and
+rolling evaluation) is timed and its peak memory read; the table is printed at the end and
+written to OUT/stages.json. Checkpoints go to OUT/checkpoints (written atomically); --resume takes
 every finished stage, and the rolling evaluation's last saved test chunk, from there.
 """
 
@@ -70,11 +78,17 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("--data", metavar="PATH", help="an engagement log file (see below); "
                      "default: a generated log")
-    rep.add_argument("--k", type=int, default=100, metavar="K",
-                     help="number of interests of MiCRO (default: 100)")
+    rep.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                     help="draw the paper's fave or follow log at --scale (cached in --out) "
+                          "and run with its K and its train/test split")
+    rep.add_argument("--scale", type=float, default=None, metavar="S",
+                     help="the fraction of the paper's log a --preset draws, from 0.01 to 1 "
+                          f"(default: {DEFAULT_SCALE})")
+    rep.add_argument("--k", type=int, default=None, metavar="K",
+                     help="number of interests of MiCRO (default: the preset's, else 100)")
     rep.add_argument("--train-chunks", type=int, default=None, metavar="N",
-                     help="train on the first N chunks, test on the rest "
-                          "(default: all but the last quarter)")
+                     help="train on the first N chunks, test on the rest (default: the "
+                          "preset's split, else all but the last quarter)")
     rep.add_argument("-m", type=int, default=100, metavar="M",
                      help="candidates retrieved per user and chunk (default: 100)")
     rep.add_argument("--out", default="micro-results", metavar="DIR",
@@ -118,9 +132,43 @@ def _header(path: Path) -> list[str]:
     return _column_names(_source(path))
 
 
-def _load(args):
+def _preset_path(args) -> Path:
+    """Where a preset's draw is cached: one file per preset, scale, seed and version (and
+    the generator's parameters, which a development version may change)."""
+    import hashlib
+
+    from .datasets import preset_parameters
+
+    params = preset_parameters(args.preset, args.scale).generator
+    digest = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+    return (Path(args.out) / "logs" / f"{args.preset}-scale{args.scale:g}-seed{args.seed}-"
+            f"{__version__}-{digest}.parquet")
+
+
+def _draw(args, stages) -> Path:
+    """The drawing stage: the preset's log written to its cache, or found there."""
+    from .datasets import _import_pyarrow, write_preset
+
+    path = _preset_path(args)
+    with stages.measure("drawing") as stage:
+        if path.is_file():
+            # resuming, the figures of the run that drew it; else this run's read
+            stage.resumed = stages.measured("drawing")
+            stage.note = "" if stage.resumed else f"cached in {path.parent}"
+            stage.work = _import_pyarrow().parquet.ParquetFile(path).metadata.num_rows
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stage.work = write_preset(path, args.preset, args.scale, random_state=args.seed)
+    return path
+
+
+def _load(args, drawn: Path | None = None):
     from . import datasets
 
+    if drawn is not None:
+        return (_read_compact(drawn, user="user", item="item", chunk="chunk"),
+                f"the {args.preset} preset at scale {args.scale:g}, seed {args.seed} "
+                f"({drawn})")
     if args.data is None:
         return datasets.make_engagements(**{**DEFAULT_LOG, "random_state": args.seed}), \
             "a generated log " + ", ".join(f"{k}={v}" for k, v in DEFAULT_LOG.items()
@@ -179,6 +227,8 @@ def _config(args) -> dict:
         config["data"] = str(Path(args.data).resolve())
         config["data_size"] = stat.st_size
         config["data_mtime"] = int(stat.st_mtime)
+    if args.preset is not None:  # likewise, runs on a --data file or the default log
+        config.update(preset=args.preset, scale=args.scale, version=__version__)
     if args.phi_min_count:  # runs from before the option resume as they were
         config["phi_min_count"] = args.phi_min_count
     if args.epochs is not None:  # likewise
@@ -204,6 +254,26 @@ def reproduce(args) -> int:
     if unknown:
         raise CommandError(f"--baselines must be among {', '.join(BASELINES)}; got "
                            f"{', '.join(unknown)}")
+    if args.scale is not None and args.preset is None:
+        raise CommandError("--scale applies to --preset only; name the log to draw, "
+                           f"--preset {' or '.join(sorted(PRESETS))}")
+    if args.preset is not None:
+        if args.data is not None:
+            raise CommandError("--preset draws its own log; give --data or --preset, not "
+                               "both")
+        if args.scale is None:
+            args.scale = DEFAULT_SCALE
+        if not 0.01 <= args.scale <= 1:
+            raise CommandError(f"--scale must be a fraction of the paper's log from 0.01 "
+                               f"to 1; got {args.scale:g}")
+        from .datasets import preset_parameters
+
+        preset = preset_parameters(args.preset, args.scale)
+        args.k = preset.n_interests if args.k is None else args.k
+        if args.train_chunks is None:
+            args.train_chunks = preset.train_chunks
+    elif args.k is None:
+        args.k = 100
     if args.data is None:
         given = [flag for flag, value, default in (
             ("--user", args.user, "user"), ("--item", args.item, "item"),
@@ -234,8 +304,10 @@ def reproduce(args) -> int:
                         may_differ=("baselines",))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    drawn = None if args.preset is None else _draw(args, stages)
+
     def load():
-        log, source = _load(args)
+        log, source = _load(args, drawn)
         if len(log) == 0:
             raise CommandError(f"{source} holds no engagements")
         return compact_log(log), source

@@ -10,6 +10,9 @@ Loaders (`sklearn_micro.datasets._real_logs`)
 Generator (`sklearn_micro.datasets._generator`)
     `make_engagements` and `iter_engagements` draw logs from the paper's generative model
     (Table 2) with ephemeral items, at any scale up to the paper's.
+Presets (`sklearn_micro.datasets._presets`)
+    `preset_parameters`, `iter_preset` and `write_preset` draw the paper's two logs,
+    ``fave`` and ``follow``, at any scale from 1/100 to the paper's own.
 
 CSV files are parsed by pyarrow when it is installed and by numpy otherwise; Parquet files
 need pyarrow, and ``as_frame=True`` needs pandas: both come with the ``data`` extra,
@@ -23,6 +26,12 @@ from ._files import (  # noqa: F401  (the command line)
     _source,
 )
 from ._generator import iter_engagements, make_engagements
+from ._presets import (
+    PRESETS,  # noqa: F401  (the command line)
+    iter_preset,
+    preset_parameters,
+    write_preset,
+)
 from ._readers import iter_log_chunks, read_log, read_twitter_fave, read_twitter_follow
 from ._real_logs import data_home, load_higgs, load_movielens
 
@@ -30,10 +39,13 @@ __all__ = [
     "data_home",
     "iter_engagements",
     "iter_log_chunks",
+    "iter_preset",
     "load_higgs",
     "load_movielens",
     "make_engagements",
+    "preset_parameters",
     "read_log",
     "read_twitter_fave",
     "read_twitter_follow",
+    "write_preset",
 ]

@@ -196,6 +196,7 @@ class _Items:
 def _generate(
     n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime, item_appeal,
     alpha, beta, user_degree, n_engagements, min_item_degree, random_state,
+    trending_share=0.0, n_trending=100,
 ):
     """Draw the log chunk by chunk.
 
@@ -366,8 +367,22 @@ def _generate(
         pos = np.searchsorted(key, drawn_interest + rng.random(drawn_interest.shape[0]),
                               side="right")
         pos = np.clip(pos, start[drawn_interest], start[drawn_interest + 1] - 1)
+        drawn_item = alive.id[pos]
+        if trending_share > 0 and drawn_item.shape[0]:
+            # phi[k, t] gives `trending_share` of its mass to the chunk's trending items,
+            # the same for every interest: the n_trending live items of the largest
+            # appeal, in proportion to appeal * trend
+            n_top = min(int(n_trending), alive.id.shape[0])
+            top = np.argpartition(-alive.appeal, n_top - 1)[:n_top]
+            top_weight = alive.appeal[top] * trend[top]
+            top_weight = top_weight if top_weight.sum() > 0 else np.ones(n_top)
+            top_cum = np.cumsum(top_weight) / top_weight.sum()
+            pick = np.flatnonzero(rng.random(drawn_item.shape[0]) < trending_share)
+            drawn_item[pick] = alive.id[top[np.minimum(
+                np.searchsorted(top_cum, rng.random(pick.shape[0]), side="right"),
+                n_top - 1)]]
         slot_interest = np.concatenate([np.repeat(new_interest, m), drawn_interest])
-        slot_item = np.concatenate([np.repeat(new["id"], m), alive.id[pos]])
+        slot_item = np.concatenate([np.repeat(new["id"], m), drawn_item])
         # slots go to the interest's engagements in random order (int16 keys sort by radix)
         small = np.int16 if n_interests < 2**15 else np.int64
         shuffle = rng.permutation(who.shape[0])
@@ -393,6 +408,8 @@ _GENERATOR_CONSTRAINTS = {
     "n_engagements": [Interval(Integral, 1, None, closed="left"), None],
     "min_item_degree": [Interval(Integral, 1, None, closed="left")],
     "random_state": ["random_state", np.random.Generator],
+    "trending_share": [Interval(Real, 0, 1, closed="both")],
+    "n_trending": [Interval(Integral, 1, None, closed="left")],
 }
 
 
@@ -415,6 +432,8 @@ def make_engagements(
     n_engagements: int | None = None,
     min_item_degree: int = 5,
     random_state=None,
+    trending_share: float = 0.0,
+    n_trending: int = 100,
     return_truth: bool = False,
 ):
     """Draw an engagement log from MiCRO's generative model with ephemeral items.
@@ -440,6 +459,11 @@ def make_engagements(
       linearly to a peak age drawn uniformly over its life, then decays. A small `beta`
       concentrates engagements on few items, afresh in each chunk; a large `item_appeal`
       on the same few items over their lives.
+    - Trending items: with ``trending_share > 0``, every ``phi[k, t]`` gives that share of
+      its mass to the chunk's `n_trending` live items of the largest appeal, whatever their
+      interest, so a few items take engagements from users of every
+      interest (the head of the paper's logs, where a chunk's most engaged items are a
+      baseline of their own at any size of the log).
     - Item degrees: an item takes `min_item_degree` of its interest's engagements in the
       chunk it is born, the rest of the interest's engagements are drawn from phi. So every
       item 0..n_items-1 has at least `min_item_degree` engagements, and every user
@@ -488,6 +512,14 @@ def make_engagements(
         exceed the number of engagements; keeping it under half of them leaves room.
     random_state : int, RandomState instance, Generator or None
         Seeds the draws; an int gives the same log every time.
+    trending_share : float
+        The share of every interest's ``phi[k, t]`` on the chunk's trending items, the same
+        for all interests: items engaged by users of every interest, as a chunk's most
+        popular posts are. 0 (the default) keeps each interest to its own items.
+    n_trending : int
+        The number of trending items of a chunk: the live items of the largest appeal,
+        weighted among themselves by appeal times trend. A count, not a share, so that the
+        head of a chunk keeps its size at every scale of the log.
     return_truth : bool
         Also return what was planted.
 
@@ -523,6 +555,7 @@ def make_engagements(
     generator = _generate(
         n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime,
         item_appeal, alpha, beta, user_degree, n_engagements, min_item_degree, random_state,
+        trending_share, n_trending,
     )
     users = next(generator)
     parts = {"user": [], "item": [], "chunk": []}
@@ -572,6 +605,8 @@ def iter_engagements(
     n_engagements: int | None = None,
     min_item_degree: int = 5,
     random_state=None,
+    trending_share: float = 0.0,
+    n_trending: int = 100,
 ) -> Iterator[EngagementLog]:
     """Draw an engagement log as `make_engagements` does, one chunk at a time.
 
@@ -608,6 +643,11 @@ def iter_engagements(
         The least number of engagements of an item.
     random_state : int, RandomState instance, Generator or None
         Seeds the draws; an int gives the same log every time.
+    trending_share : float
+        The share of every interest's ``phi[k, t]`` on the chunk's trending items, as for
+        `make_engagements`.
+    n_trending : int
+        The number of trending items of a chunk, as for `make_engagements`.
 
     Returns
     -------
@@ -632,6 +672,7 @@ def iter_engagements(
     generator = _generate(
         n_users, n_items, n_chunks, n_interests, interests_per_user, item_lifetime,
         item_appeal, alpha, beta, user_degree, n_engagements, min_item_degree, random_state,
+        trending_share, n_trending,
     )
     next(generator)  # validates the parameters before the first chunk is asked for
     return (

@@ -1,0 +1,150 @@
+"""The paper's two logs as presets: parameters, the streamed draw and the command line."""
+
+import argparse
+
+import numpy as np
+import pytest
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_micro import cli
+from sklearn_micro.datasets import (
+    PRESETS,
+    iter_preset,
+    preset_parameters,
+    read_log,
+    write_preset,
+)
+from sklearn_micro.experiment import Stages
+
+
+@pytest.mark.parametrize("preset, chunks, test_chunks", [("fave", 192, 23), ("follow", 25, 7)])
+def test_parameters_scale_the_sizes_and_keep_the_chunks(preset, chunks, test_chunks):
+    full = preset_parameters(preset)
+    small = preset_parameters(preset, 0.01)
+    assert full.n_interests == 5_000 and small.n_interests == 50
+    assert small.train_chunks == full.train_chunks == chunks - test_chunks
+    assert small.test_chunks == test_chunks
+    for name in ("n_users", "n_items", "n_engagements"):
+        assert small.generator[name] == round(PRESETS[preset][name] * 0.01)
+    for name in ("n_chunks", "user_degree", "min_item_degree"):
+        assert small.generator[name] == full.generator[name]
+    # an (interest, chunk) holds the same engagements at every scale
+    per = [p.generator["n_engagements"] / p.generator["n_chunks"] / p.n_interests
+           for p in (full, small)]
+    assert per[0] == pytest.approx(per[1], rel=1e-3)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(preset="fav"), "preset"),
+    (dict(preset="fave", scale=0.005), "scale"),
+    (dict(preset="fave", scale=1.5), "scale"),
+])
+def test_bad_preset_or_scale_is_refused_by_name(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        preset_parameters(**kwargs)
+    with pytest.raises(InvalidParameterError, match=match):
+        iter_preset(**kwargs)
+
+
+def test_write_preset_streams_the_draw_to_parquet(tmp_path):
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "follow.parquet"
+    n = write_preset(path, "follow", 0.01, random_state=3)
+    log = read_log(path)
+    chunks = list(iter_preset("follow", 0.01, random_state=3))
+    assert n == len(log) == sum(len(c) for c in chunks)
+    assert np.array_equal(log.item, np.concatenate([c.item for c in chunks]))
+    assert log.chunk.min() == 0 and log.chunk.max() == 24
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _args(out, **given):
+    args = cli._parser().parse_args(["reproduce", "--out", str(out), *given.pop("argv", [])])
+    return argparse.Namespace(**{**vars(args), **given})
+
+
+def test_the_draw_is_cached_by_preset_scale_seed_and_version(tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr("sklearn_micro.datasets.write_preset",
+                        lambda path, *a, **k: drawn.append(path) or
+                        write_preset(path, "follow", 0.01, random_state=0))
+    stages = Stages(None, say=None)
+    args = _args(tmp_path, preset="follow", scale=0.01)
+    first = cli._draw(args, stages)
+    again = cli._draw(args, stages)
+    assert first == again and drawn == [first]
+    assert [s.name for s in stages.stages] == ["drawing", "drawing"]
+    assert stages.stages[0].work == stages.stages[1].work > 0
+    assert "cached" in stages.stages[1].note
+    other = cli._draw(_args(tmp_path, preset="follow", scale=0.01, seed=1), stages)
+    assert other != first and len(drawn) == 2
+    assert cli.__version__ in first.name and "follow" in first.name
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--scale", "0.05"], "--scale applies to --preset only"),
+    (["--preset", "fave", "--scale", "2"], "from 0.01 to 1; got 2"),
+    (["--preset", "fave", "--scale", "0.001"], "from 0.01 to 1; got 0.001"),
+    (["--preset", "fave", "--data", "x.csv"], "not both"),
+    (["--preset", "fave", "--user", "uid"], "--data only"),
+])
+def test_reproduce_refuses_bad_preset_options(argv, match, capsys, tmp_path):
+    assert cli.main(["reproduce", "--out", str(tmp_path), *argv]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_reproduce_takes_the_preset_k_and_split_unless_given(tmp_path, monkeypatch):
+    seen = {}
+
+    def stop(args, stages):
+        seen.update(k=args.k, train_chunks=args.train_chunks)
+        raise cli.CommandError("stop")
+
+    monkeypatch.setattr(cli, "_draw", stop)
+    cli.main(["reproduce", "--preset", "fave", "--scale", "0.05", "--out", str(tmp_path)])
+    assert seen == dict(k=250, train_chunks=169)
+    cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path), "--k", "7",
+              "--train-chunks", "20"])
+    assert seen == dict(k=7, train_chunks=20)
+    cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path)])
+    assert seen == dict(k=50, train_chunks=18)  # the default scale, 0.01
+
+
+def test_no_trending_share_draws_the_log_as_before():
+    from sklearn_micro.datasets import make_engagements
+
+    plain = make_engagements(500, 300, 6, 5, random_state=0)
+    same = make_engagements(500, 300, 6, 5, random_state=0, trending_share=0.0,
+                            n_trending=3)
+    assert np.array_equal(plain.item, same.item) and np.array_equal(plain.user, same.user)
+
+
+def test_trending_items_take_engagements_of_every_interest():
+    from sklearn_micro.datasets import make_engagements
+
+    params = dict(n_users=2000, n_items=1500, n_chunks=8, n_interests=20,
+                  random_state=0, return_truth=True)
+    plain, truth = make_engagements(**params)
+    log, head_truth = make_engagements(**params, trending_share=0.3, n_trending=5)
+    # the users' degrees and the items' least degree hold
+    assert np.array_equal(np.bincount(log.user, minlength=2000), head_truth.user_degree)
+    assert np.bincount(log.item, minlength=1500).min() >= 5
+
+    def outside_support(log, truth):
+        support = truth.user_interests.tocsr()
+        interest = truth.item_interest[log.item]
+        return np.mean(np.asarray(support[log.user, interest]).ravel() == 0)
+
+    assert outside_support(plain, truth) < 0.01
+    assert outside_support(log, head_truth) > 0.1
+    # a few items of each chunk hold a large share of it
+    for t in range(8):
+        counts = np.sort(np.bincount(log.item[log.chunk == t]))[::-1]
+        assert counts[:5].sum() > 0.1 * counts.sum()
+
+
+def test_the_cache_follows_the_generator_parameters(tmp_path, monkeypatch):
+    args = _args(tmp_path, preset="follow", scale=0.01)
+    before = cli._preset_path(args)
+    monkeypatch.setitem(PRESETS["follow"], "item_appeal", 9.0)
+    assert cli._preset_path(args) != before
