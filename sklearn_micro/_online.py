@@ -11,11 +11,7 @@ import numpy as np
 from ._request import ItemLists
 from .base import csr_rows
 
-__all__ = ["Explanation", "allowed_top_m", "item_mixtures", "mixtures_with_history",
-           "recent_with_history"]
-
-# entries a block of rows may hold at once while `allowed_top_m` digs deeper
-_ALLOW_BLOCK = 1 << 22
+__all__ = ["Explanation", "item_mixtures", "mixtures_with_history", "recent_with_history"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,43 +160,3 @@ def item_mixtures(by_item_indptr, by_item_interest, by_item_count, chunk_items,
     row = np.repeat(np.arange(n), np.diff(indptr))
     sums = np.bincount(row, weights=count, minlength=n)
     return indptr, k.astype(np.int32), count / sums[row]
-
-
-def allowed_top_m(rank, n_rows: int, m: int, seen, allow: ItemLists, n_items: int):
-    """Each row's top m among its allowed items, from a ranking of all of them.
-
-    ``rank(rows, depth, seen)`` returns the top ``depth`` of ``rows`` (positions among the
-    rows) with ``seen`` (a CSR over those rows) left out, padded with -1 and -inf. Rows
-    are ranked deeper (four times each round) until ``m`` of their items are allowed, the
-    ranking has run out, or it holds every item: the allowed items of the full ranking,
-    in its order, the first ``m`` of them.
-    """
-    items = np.full((n_rows, m), -1, np.int64)
-    scores = np.full((n_rows, m), -np.inf)
-    allow_row, allow_item = allow.pairs()
-    allow_key = np.sort(allow_row * max(n_items, 1) + allow_item)
-    pending = np.arange(n_rows)
-    depth = min(max(4 * m, 64), max(n_items, 1))
-    while pending.size:
-        block = max(1, _ALLOW_BLOCK // depth)
-        unfinished = []
-        for lo in range(0, pending.shape[0], block):
-            rows = pending[lo:lo + block]
-            sub_ptr, at = csr_rows(seen[0], rows)
-            got, got_scores = rank(rows, depth, (sub_ptr, seen[1][at]))
-            key = rows[:, None] * max(n_items, 1) + np.maximum(got, 0)
-            at = np.minimum(np.searchsorted(allow_key, key), max(allow_key.shape[0] - 1, 0))
-            ok = (got >= 0) & (allow_key.shape[0] > 0)
-            if allow_key.shape[0]:
-                ok &= allow_key[at] == key
-            place = np.cumsum(ok, axis=1)
-            take = ok & (place <= m)
-            r, c = np.nonzero(take)
-            items[rows[r], place[r, c] - 1] = got[r, c]
-            scores[rows[r], place[r, c] - 1] = got_scores[r, c]
-            done = (place[:, -1] >= m) | (got[:, -1] < 0) | (depth >= n_items)
-            unfinished.append(rows[~done])
-        pending = np.concatenate(unfinished)
-        depth = min(4 * depth, max(n_items, 1))
-    return items, scores
-

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._log import Vocabulary, as_ids
+from ._kernels import csr
+from ._log import Vocabulary, as_ids, distinct
 
-__all__ = ["ItemLists", "Request", "is_aligned", "parse_request", "own_items",
+__all__ = ["ItemLists", "Request", "allowed_top_m", "is_aligned", "parse_request", "own_items",
            "removed_items", "single_list"]
 
 _LIST_TYPES = (list, tuple, np.ndarray)
@@ -44,9 +45,10 @@ class ItemLists:
 
     def csr(self) -> tuple[np.ndarray, np.ndarray]:
         """``(indptr, items)``: every row's items in a CSR of its own."""
-        from .base import ranges_csr
-
-        indptr, positions = ranges_csr(self.lo, self.hi)
+        indptr = np.zeros(self.n_rows + 1, np.int64)
+        np.cumsum(self.hi - self.lo, out=indptr[1:])
+        positions = np.empty(indptr[-1], np.int64)
+        csr.fill_ranges(self.lo, self.hi, indptr, positions)
         return indptr, self.items[positions]
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
@@ -178,8 +180,6 @@ def own_items(index: np.ndarray) -> ItemLists:
 def removed_items(seen: tuple[np.ndarray, np.ndarray], *lists: ItemLists | None):
     """The CSR ``seen`` (sorted distinct items per row) with the items of ``lists`` added
     to their rows, sorted and distinct again; ``seen`` itself when there are none."""
-    from .base import unique_pairs
-
     indptr, items = seen
     n_rows = indptr.shape[0] - 1
     extra = [lists.pairs() for lists in lists if lists is not None and lists.items.size]
@@ -187,7 +187,53 @@ def removed_items(seen: tuple[np.ndarray, np.ndarray], *lists: ItemLists | None)
         return seen
     rows = [np.repeat(np.arange(n_rows), np.diff(indptr))] + [r for r, _ in extra]
     cols = [items.astype(np.int64)] + [c for _, c in extra]
-    row, col = unique_pairs(np.concatenate(rows), np.concatenate(cols))
+    width = int(max(c.max(initial=0) for c in cols)) + 1
+    key = distinct(np.concatenate(rows) * width + np.concatenate(cols))
+    row, col = key // width, key % width
     out = np.zeros(n_rows + 1, np.int64)
     np.cumsum(np.bincount(row, minlength=n_rows), out=out[1:])
     return out, col
+
+
+# entries a block of rows may hold at once while `allowed_top_m` ranks deeper
+_ALLOW_BLOCK = 1 << 22
+
+
+def allowed_top_m(rank, n_rows: int, m: int, seen, allow: ItemLists, n_items: int):
+    """Each row's top m among its allowed items, from a ranking of all of them.
+
+    ``rank(rows, depth, seen)`` returns the top ``depth`` of ``rows`` (positions among the
+    rows) with ``seen`` (a CSR over those rows) left out, padded with -1 and -inf. Rows
+    are ranked deeper (four times each round) until ``m`` of their items are allowed, the
+    ranking has run out, or it holds every item: the allowed items of the full ranking,
+    in its order, the first ``m`` of them.
+    """
+    items = np.full((n_rows, m), -1, np.int64)
+    scores = np.full((n_rows, m), -np.inf)
+    seen_lists = ItemLists(seen[0][:-1], seen[0][1:], seen[1])
+    allow_row, allow_item = allow.pairs()
+    allow_key = np.sort(allow_row * max(n_items, 1) + allow_item)
+    pending = np.arange(n_rows)
+    depth = min(max(4 * m, 64), max(n_items, 1))
+    while pending.size:
+        block = max(1, _ALLOW_BLOCK // depth)
+        unfinished = []
+        for lo in range(0, pending.shape[0], block):
+            rows = pending[lo:lo + block]
+            got, got_scores = rank(rows, depth, seen_lists.rows(rows).csr())
+            key = rows[:, None] * max(n_items, 1) + np.maximum(got, 0)
+            at = np.minimum(np.searchsorted(allow_key, key), max(allow_key.shape[0] - 1, 0))
+            ok = (got >= 0) & (allow_key.shape[0] > 0)
+            if allow_key.shape[0]:
+                ok &= allow_key[at] == key
+            place = np.cumsum(ok, axis=1)
+            take = ok & (place <= m)
+            r, c = np.nonzero(take)
+            items[rows[r], place[r, c] - 1] = got[r, c]
+            scores[rows[r], place[r, c] - 1] = got_scores[r, c]
+            done = (place[:, -1] >= m) | (got[:, -1] < 0) | (depth >= n_items)
+            unfinished.append(rows[~done])
+        pending = np.concatenate(unfinished)
+        depth = min(4 * depth, max(n_items, 1))
+    return items, scores
+

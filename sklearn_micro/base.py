@@ -26,9 +26,11 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._dask import recommend_on_cluster
 from ._kernels import csr
 from ._log import as_ids, distinct
-from ._request import Request, parse_request, removed_items
+from ._parallel import active_client
+from ._request import Request, allowed_top_m, parse_request, removed_items
 from .persistence import unversioned_state, versioned_state
 
 __all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "ranges_csr",
@@ -265,8 +267,6 @@ class RecommenderMixin:
                                 allow=allow, history=history)
         if users.size == 0:
             return model._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
-        from ._dask import active_client, recommend_on_cluster
-
         client = active_client()
         if client is not None:
             return recommend_on_cluster(model, users, m, exclude_seen=exclude_seen,
@@ -288,8 +288,6 @@ class RecommenderMixin:
     def _recommend_allowed(self, user_index, m, seen, allow, history):
         """`_recommend` within ``allow``: the allowed items of the full ranking, by ranking
         deeper where a row's top ``m`` holds too few of them (`allowed_top_m`)."""
-        from ._online import allowed_top_m
-
         def rank(rows, depth, sub_seen):
             return self._recommend(user_index[rows], depth, sub_seen,
                                    history=None if history is None else history.rows(rows))

@@ -19,7 +19,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -28,8 +27,8 @@ from sklearn.utils.validation import check_is_fitted
 from ._kernels.ranking import place_neighbours, prefilter_block, prefilter_finish, top_m_sparse
 from ._kernels.topm import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
-from ._online import allowed_top_m
-from ._request import own_items, parse_request, removed_items
+from ._parallel import resolve_n_jobs
+from ._request import allowed_top_m, own_items, parse_request, removed_items
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
 from .embedding import blocked_als
 
@@ -625,9 +624,7 @@ class ANNRecommender(_WindowRecommender):
         self.n_jobs = n_jobs
 
     def _threads(self) -> int:
-        from joblib import effective_n_jobs
-
-        return max(1, effective_n_jobs(self.n_jobs))
+        return resolve_n_jobs(self.n_jobs)
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -848,8 +845,8 @@ class ALSRecommender(_WindowRecommender):
     ``fit`` factorizes the training log's engagement counts (confidence ``alpha * count``)
     by `implicit`'s alternating least squares, on the blocked kernel of `GraphEmbedder`
     (``solver="blocked"``: the same steps and initial vectors, to float32 rounding), on
-    every core. ``partial_fit`` keeps the fitted factors
-    and folds in what is new, chunk by chunk: each item first engaged after ``fit`` that is
+    ``n_jobs`` threads. ``partial_fit`` keeps the fitted factors and folds in what is new,
+    chunk by chunk: each item first engaged after ``fit`` that is
     engaged in the chunk gets the closed-form ALS item step (`implicit`'s
     ``recalculate_item``) from the users who engaged with it in the window, then each user
     first seen after ``fit`` who engages in the chunk gets the user step from their window
@@ -873,6 +870,10 @@ class ALSRecommender(_WindowRecommender):
         new items and users.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial factors.
+    n_jobs : int or None, default=None
+        Threads of the least-squares steps of ``fit`` and of ``recommend``'s exact search.
+        None means 1 unless in a `joblib.parallel_config` context; -1 means all
+        processors.
 
     Attributes
     ----------
@@ -910,6 +911,7 @@ class ALSRecommender(_WindowRecommender):
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "iterations": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -921,6 +923,7 @@ class ALSRecommender(_WindowRecommender):
         iterations: int = 15,
         window: int = 1,
         random_state=None,
+        n_jobs: int | None = None,
     ):
         super().__init__(window=window)
         self.n_components = n_components
@@ -928,6 +931,7 @@ class ALSRecommender(_WindowRecommender):
         self.alpha = alpha
         self.iterations = iterations
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _als(self, user_factors, item_factors):
         """`implicit`'s model around the fitted factors, for its fold-in steps."""
@@ -954,7 +958,7 @@ class ALSRecommender(_WindowRecommender):
         # implicit's ALS steps and initial vectors, on GraphEmbedder's blocked kernel
         user_factors, item_factors = blocked_als(
             counts, self.n_components, self.regularization, self.iterations, seed,
-            effective_n_jobs(-1))
+            resolve_n_jobs(self.n_jobs))
         state.update(
             user_factors_=user_factors,
             item_factors_=item_factors,
@@ -1056,5 +1060,6 @@ class ALSRecommender(_WindowRecommender):
         _exact_top_m(
             queries, self.item_factors_[self.candidate_items_], self.candidate_items_,
             self.item_rank_, sub_indptr, sub_seen, out_items, out_scores, out_n,
+            resolve_n_jobs(self.n_jobs),
         )
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n

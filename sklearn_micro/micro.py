@@ -14,7 +14,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._dask import resolve_n_jobs
 from ._gibbs import build_layout, partitions_for, run_chain
 from ._kernels import numba_threads, sampler
 from ._kernels.csr import keep_entries
@@ -44,6 +43,7 @@ from ._online import (
     mixtures_with_history,
     recent_with_history,
 )
+from ._parallel import resolve_n_jobs
 from ._request import ItemLists, own_items, parse_request, removed_items, single_list
 from .base import RecommenderMixin, SeenItems, append_to_rows, csr_rows, unique_pairs
 
