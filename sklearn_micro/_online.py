@@ -25,9 +25,9 @@ class Explanation:
     instead (``popularity``); ``personal`` is ``lam_u * r_u(i)``. For every item,
     ``contributions[j].sum() + popularity[j] + personal[j]`` equals ``scores[j]`` (to
     rounding), the score `MiCRO.recommend` gives the item for this user with the same
-    ``history``.
+    ``history``. `MiCRO.explain` returns one.
 
-    Attributes
+    Parameters
     ----------
     user : int or str
         The user id.
@@ -49,6 +49,21 @@ class Explanation:
         The personal term ``lam_u * r_u(i)``.
     personal_weight : float
         ``lam_u``: the model's personal weight for a user with recent items, else 0.
+
+    See Also
+    --------
+    MiCRO.explain : Makes an explanation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro import MiCRO
+    >>> train = np.array([[0, 10, 0], [0, 11, 0], [0, 12, 0], [1, 12, 0], [1, 13, 0]])
+    >>> model = MiCRO(personal=0, random_state=0).fit(
+    ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+    >>> why = model.explain(0, [12])
+    >>> [(k, round(w, 3), round(c, 4)) for k, w, c in why.terms(0)]
+    [(1, 0.4, 0.2645), (0, 0.6, 0.0029)]
     """
 
     user: object
@@ -62,8 +77,18 @@ class Explanation:
     personal_weight: float
 
     def terms(self, j: int) -> list[tuple[int, float, float]]:
-        """Item ``j``'s interest terms as ``(interest, weight, contribution)``, the
-        largest contribution first."""
+        """The interest terms of the ``j``-th item, the largest contribution first.
+
+        Parameters
+        ----------
+        j : int
+            Position of the item in ``items``.
+
+        Returns
+        -------
+        terms : list of tuple (int, float, float)
+            ``(interest, weight, contribution)`` for each interest of the user.
+        """
         order = np.argsort(-self.contributions[j], kind="stable")
         return [(int(self.interests[q]), float(self.weights[q]),
                  float(self.contributions[j, q])) for q in order]

@@ -402,6 +402,13 @@ class PopularityRecommender(_WindowRecommender):
     RecentItemsRecommender : The user's own recent items first, then this ranking.
     MiCRO : Ranks the latest chunk's items within each user's interests.
 
+    Notes
+    -----
+    Request-time arguments of `recommend`: ``exclude`` and ``allow`` filter the ranking,
+    with exactly ``m`` eligible items wherever they exist. The ranking is the same for
+    every user, so ``history`` changes nothing in it; with ``exclude_seen`` its items
+    count as seen.
+
     Examples
     --------
     >>> import numpy as np
@@ -469,6 +476,15 @@ class RecentItemsRecommender(_WindowRecommender):
     --------
     PopularityRecommender : The same ranking for every user.
     MiCRO : Ranks the latest chunk's items within each user's interests.
+
+    Notes
+    -----
+    Request-time arguments of `recommend`: ``history`` items are the user's newest
+    recent items, as if engaged in the chunk after the latest: each scores ``1 + n /
+    (n + 1)``, ``n`` counting its engagements in the window and the history, above every
+    item of the window (a user never seen is ranked from the history alone). ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist.
 
     Examples
     --------
@@ -582,6 +598,15 @@ class ANNRecommender(_WindowRecommender):
     --------
     GraphEmbedder : Provides the user vectors this recommender queries with.
     ALSRecommender : Factorizes the engagements itself and folds new items in.
+
+    Notes
+    -----
+    Request-time arguments of `recommend`: with a ``history``, a user is queried by their
+    unit vector plus the mean of the vectors of the history's items that have one (items
+    of the window), normalized; a user without a vector by that mean alone. ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist (with NNDescent, of the items its search finds). `similar_items` queries an
+    item's own vector.
 
     Examples
     --------
@@ -893,6 +918,15 @@ class ALSRecommender(_WindowRecommender):
     --------
     ANNRecommender : Nearest items to a user's vector of a `GraphEmbedder`.
     MiCRO : Multi-interest retrieval over the latest chunk's items.
+
+    Notes
+    -----
+    Request-time arguments of `recommend`: with a ``history``, a user's vector for the
+    call is the ALS user step (`implicit`'s ``recalculate_user``) solved from their
+    engagements of the window and the history, as ``partial_fit`` folds in a new user;
+    for a training user it stands in for the fitted vector in that call only. ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist.
 
     Examples
     --------

@@ -269,6 +269,20 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``; the defaults are
       "learned" and "auto".
 
+    At request time (docs: "Online use"), ``recommend(..., history=...)`` answers from the
+    state and a user's engagements since the latest chunk, without changing the model:
+    each history engagement adds one to ``N[u, k]`` for its item's main interest
+    (``item_interest_``; an interest outside the support joins it, as the sampler gives a
+    user new in a chunk the interests of its items), and with ``personal_weight_ > 0``
+    joins the user's recent items, weighing what an engagement of the next chunk would
+    (``1 / personal_decay`` against the latest chunk's 1). An item without an interest
+    counts for the personal component and ``exclude_seen`` only. `similar_items` ranks
+    from an item's own mixture over interests; `explain` splits scores into their terms.
+
+    `partial_fit` samples on a copy of the state and publishes the new one in one swap,
+    so `recommend`, `similar_items` and `explain` on other threads see the state before a
+    chunk or after it, never a mix.
+
     Examples
     --------
     >>> import numpy as np
@@ -911,8 +925,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen)
 
     def explain(self, user, items, *, history=None) -> Explanation:
-        """A user's score of each item, split into its interests' terms and the personal
-        term.
+        """Each item's score for a user, split into its interests' and personal terms.
 
         Parameters
         ----------
@@ -941,7 +954,9 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
         >>> why = model.explain(0, [10, 12])
         >>> why.interests, why.weights
-        (array([0], dtype=int32), array([1.]))
+        (array([0]), array([1.]))
+        >>> why.scores.round(4)
+        array([0.4951, 0.0049])
         >>> bool(np.allclose(why.contributions.sum(axis=1), why.scores))
         True
         """
