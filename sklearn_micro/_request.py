@@ -10,11 +10,13 @@ and engagements with it tell the model nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
 from ._kernels import csr
-from ._log import Vocabulary, as_ids, distinct
+from ._log import Vocabulary, as_ids
+from ._log import distinct as distinct_values
 
 __all__ = ["ItemLists", "Request", "allowed_top_m", "is_aligned", "parse_request", "own_items",
            "removed_items", "single_list"]
@@ -100,6 +102,31 @@ def _is_list(value) -> bool:
                                                    and value.ndim == 0)
 
 
+def _aligned_lists(value, item_ids: Vocabulary, name: str, distinct: bool) -> ItemLists:
+    """One list of item ids per row, as `ItemLists`: looked up all at once, or row by row
+    (naming the row in the error) when they are not all ids of the model's kind."""
+    sizes = np.array([len(v) for v in value], np.int64)
+    row = np.repeat(np.arange(sizes.shape[0]), sizes)
+    try:
+        flat = np.asarray(list(chain.from_iterable(value)))
+        index = item_ids.lookup(flat, name=name) if flat.size else np.empty(0, np.int64)
+        if index.shape != row.shape:
+            raise ValueError(name)
+    except (TypeError, ValueError):
+        parts = [_ids(v, item_ids, f"{name}[{r}]") for r, v in enumerate(value)]
+        index = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        row = np.repeat(np.arange(sizes.shape[0]), [p.shape[0] for p in parts])
+    known = index >= 0
+    row, index = row[known], index[known].astype(np.int64)
+    if distinct and index.size:
+        width = int(index.max()) + 1
+        key = distinct_values(row * width + index)
+        row, index = key // width, key % width
+    counts = np.bincount(row, minlength=sizes.shape[0])
+    hi = np.cumsum(counts)
+    return ItemLists(hi - counts, hi, index)
+
+
 def _item_lists(value, n_rows: int, item_ids: Vocabulary, name: str, rows_name: str, *,
                 aligned_only: bool = False, distinct: bool = True) -> ItemLists | None:
     """``value``, a flat list of item ids or a list of lists aligned with the rows, as
@@ -123,13 +150,7 @@ def _item_lists(value, n_rows: int, item_ids: Vocabulary, name: str, rows_name: 
         if len(value) != n_rows:
             raise ValueError(f"{name} must be {expected}; got {len(value)} lists for "
                              f"{n_rows} entries of {rows_name}.")
-        parts = [_ids(v, item_ids, f"{name}[{r}]") for r, v in enumerate(value)]
-        if distinct:
-            parts = [np.unique(p) for p in parts]
-        sizes = np.array([p.shape[0] for p in parts], np.int64)
-        hi = np.cumsum(sizes)
-        items = np.concatenate(parts) if parts else np.empty(0, np.int64)
-        return ItemLists(hi - sizes, hi, items.astype(np.int64))
+        return _aligned_lists(value, item_ids, name, distinct)
     if any(nested):
         j = nested.index(True) if not nested[0] else nested.index(False)
         raise ValueError(f"{name} must be {expected}, not both; got a mix (entry {j} is "
@@ -188,7 +209,7 @@ def removed_items(seen: tuple[np.ndarray, np.ndarray], *lists: ItemLists | None)
     rows = [np.repeat(np.arange(n_rows), np.diff(indptr))] + [r for r, _ in extra]
     cols = [items.astype(np.int64)] + [c for _, c in extra]
     width = int(max(c.max(initial=0) for c in cols)) + 1
-    key = distinct(np.concatenate(rows) * width + np.concatenate(cols))
+    key = distinct_values(np.concatenate(rows) * width + np.concatenate(cols))
     row, col = key // width, key % width
     out = np.zeros(n_rows + 1, np.int64)
     np.cumsum(np.bincount(row, minlength=n_rows), out=out[1:])

@@ -40,6 +40,7 @@ from ._log import (
 from ._online import (
     Explanation,
     item_mixtures,
+    local_indices,
     mixtures_with_history,
     recent_with_history,
 )
@@ -852,9 +853,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             return candidate_topm(
                 indptr, k, weight, base, share_weight, lam, r_ptr, r_item.astype(np.int64),
                 r_u, chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
-                chunk["item_count"], chunk["share"], self.chunk_items_, chunk["local_of"],
-                candidates.lo, candidates.hi, candidates.items, seen[0], seen[1], int(m),
-                threads)
+                chunk["item_count"], chunk["share"], candidates.lo, candidates.hi,
+                candidates.items,
+                local_indices(candidates.items, self.chunk_items_, chunk["local_of"]),
+                seen[0], seen[1], int(m), threads)
 
     def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
         """The items most likely engaged next by someone who engaged with each item.
