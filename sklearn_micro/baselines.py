@@ -290,6 +290,7 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
         self : object
             The updated recommender.
         """
+        base = self.__dict__
         check_is_fitted(self, "item_ids_", msg=(
             f"{type(self).__name__}.partial_fit needs a fitted recommender: call fit on the "
             "training log (or the Pipeline) first."))
@@ -318,13 +319,13 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
             )
             state["latest_chunk_"] = chunk
             self._update_chunk(state, user[rows], item[rows])
-        self._finish(state)
+        self._finish(state, replacing=base)
         return self
 
     def _state_names(self):
         return [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]
 
-    def _finish(self, state: dict) -> None:
+    def _finish(self, state: dict, *, replacing: dict | None = None) -> None:
         """Derive the latest chunk's popularity and commit ``state`` to ``self``."""
         n_items = len(state["item_ids_"])
         latest = state["window_chunk_"] == state["latest_chunk_"]
@@ -340,7 +341,7 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
         )
         self._derive(state)
         # one swap: readers on other threads see the state before or after, never a mix
-        self._publish({**self.__dict__, **state})
+        self._publish({**self.__dict__, **state}, replacing=replacing)
 
     # -- recommend ---------------------------------------------------------------------------
 

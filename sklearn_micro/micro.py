@@ -479,6 +479,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
         Items never seen before are welcome. Every chunk must be newer than the latest chunk
         seen so far. The call is all or nothing: if it fails, the model is left as it was.
+        The new state is built on a copy and published in one swap, so `recommend`,
+        `similar_items` and `explain` may run on other threads meanwhile (they answer
+        from the state before until the swap); call ``partial_fit`` itself from one thread
+        at a time.
 
         Parameters
         ----------
@@ -496,20 +500,21 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             "MiCRO.partial_fit needs a fitted model: call fit on the training log (or the "
             "Pipeline) first."))
         self._validate_params()
-        log = check_log(X)
-        first = int(log.chunk.min())
-        if first <= self.latest_chunk_:
-            raise ValueError(
-                f"partial_fit takes chunks newer than the latest chunk {self.latest_chunk_}; "
-                f"got chunk {first}."
-            )
         # the chunks are sampled on a copy (its own random stream) and the new state is
         # published in one swap: readers on other threads see the state before or after
         work = self._published()
-        work.__dict__ = dict(self.__dict__, random_state_=copy.deepcopy(self.random_state_))
+        log = check_log(X)
+        first = int(log.chunk.min())
+        if first <= work.latest_chunk_:
+            raise ValueError(
+                f"partial_fit takes chunks newer than the latest chunk {work.latest_chunk_}; "
+                f"got chunk {first}."
+            )
+        base = work.__dict__
+        work.__dict__ = dict(base, random_state_=copy.deepcopy(base["random_state_"]))
         for chunk, rows in iter_chunks(log.chunk):
             work._sample_chunk(chunk, log.take(rows))
-        self._publish(work.__dict__)
+        self._publish(work.__dict__, replacing=base)
         return self
 
     def _sample_chunk(self, chunk: int, log: EngagementLog) -> None:
