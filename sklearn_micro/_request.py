@@ -41,6 +41,17 @@ class ItemLists:
     def n_rows(self) -> int:
         return self.lo.shape[0]
 
+    @property
+    def is_flat(self) -> bool:
+        """Whether every row holds the same list."""
+        return bool((self.lo == self.lo[:1]).all() and (self.hi == self.hi[:1]).all())
+
+    def flat_items(self) -> np.ndarray:
+        """The list of a flat `ItemLists` (`is_flat`)."""
+        if self.n_rows == 0:
+            return np.empty(0, np.int64)
+        return self.items[self.lo[0]:self.hi[0]]
+
     def rows(self, rows: np.ndarray) -> ItemLists:
         """The lists of ``rows`` (positions among this one's rows)."""
         return ItemLists(self.lo[rows], self.hi[rows], self.items)

@@ -707,23 +707,54 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                                      self.support_count_, self.item_interest_, user_index,
                                      history, self.alpha)
 
-    def _recommend(self, user_index, m, seen, history=None):
+    def _answer(self, user_index, m, seen, request, exclude_seen):
+        """`recommend` on internal indices. Flat ``exclude`` and ``allow`` lists (the same
+        for every user) restrict the latest chunk the top-m kernels rank from
+        (`_chunk_within`); lists per user join the seen items, and rank within
+        ``allow`` by `candidate_topm`."""
+        allow, exclude = request.allow, request.exclude
+        if allow is not None and not allow.is_flat:
+            return super()._answer(user_index, m, seen, request, exclude_seen)
+        within = None
+        if allow is not None or (exclude is not None and exclude.is_flat):
+            within = _Within(None if allow is None else allow.flat_items(),
+                             exclude.flat_items() if exclude is not None and exclude.is_flat
+                             else None)
+            if exclude is not None and exclude.is_flat:
+                exclude = None
+        seen = removed_items(seen, exclude, request.history if exclude_seen else None)
+        return self._recommend(user_index, m, seen, request.history, within=within)
+
+    def _recommend(self, user_index, m, seen, history=None, *, within=None):
         indptr, k, theta = self._mixtures(user_index, history)
+        chunk = self._grouped_chunk() if within is None else self._chunk_within(within)
         if self.personal_weight_ > 0:
             weight, base = _interest_weights(indptr, k, theta, self.beta,
                                              _LatestChunk.of(self))
             return self._recommend_personal(user_index, m, seen, indptr, k, weight, base,
-                                            history=history)[:2]
-        return self._rank_mixtures(indptr, k, theta, m, seen)
+                                            history=history, chunk=chunk,
+                                            within=within)[:2]
+        return self._rank_mixtures(indptr, k, theta, m, seen, chunk=chunk)
 
-    def _fill_by_popularity(self, items, scores, n_filled, indptr, base, seen):
+    def _chunk_within(self, within: _Within) -> dict:
+        """`_grouped_chunk` with only the items ``within`` holds: ``phi``'s entries and
+        the popularity order of the others dropped, the rest (counts, shares, the items'
+        numbering) as it is, so the top-m kernels rank the same scores over fewer items."""
+        chunk = self._grouped_chunk()
+        keep = within.holds(chunk["items"])
+        entry = keep[chunk["phi_item"]]
+        return {**chunk, "phi_indptr": keep_entries(chunk["phi_indptr"], entry),
+                "phi_item": chunk["phi_item"][entry], "phi_count": chunk["phi_count"][entry],
+                "popular_order": chunk["popular_order"][keep[chunk["popular_order"]]]}
+
+    def _fill_by_popularity(self, items, scores, n_filled, indptr, base, seen, chunk=None):
         """Fill the slots `mixture_topm` left (`fill_remainder`) with the latest chunk's
         items by popularity: scored by their share for users without interests, by
         ``base`` alone for the others."""
-        pop = self.popular_order_
-        pop_order = self.chunk_items_[pop]
+        chunk = self._grouped_chunk() if chunk is None else chunk
+        pop_order = chunk["items"][chunk["popular_order"]]
         unseen = np.diff(indptr) == 0
-        share = self.chunk_item_count_[pop] / self.chunk_item_count_.sum()
+        share = chunk["share"][chunk["popular_order"]]
         for rows, pop_score in ((~unseen, np.zeros_like(share)), (unseen, share)):
             if rows.any():
                 sub_i, sub_s = items[rows], scores[rows]
@@ -820,15 +851,19 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         super().__setstate__(state)
 
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
-                            paper=False, history=None):
+                            paper=False, history=None, chunk=None, within=None):
         """Top-m of ``(1 - lam_u) * p_t(i|u) + lam_u * r_u(i)`` over the latest chunk's
         items and the users' recent items (`personal_topm`'s five arrays; the last three,
-        the paper's ranking from the same scatter, are empty without ``paper``)."""
+        the paper's ranking from the same scatter, are empty without ``paper``); with
+        ``within``, over the items it holds (``chunk``: `_chunk_within`)."""
         r_ptr, r_item, r_u = self._recent_scores(user_index, history)
         lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
+        if within is not None:
+            keep = within.holds(r_item)
+            r_ptr, r_item, r_u = keep_entries(r_ptr, keep), r_item[keep], r_u[keep]
         # users without interests are scored by popularity share, as in the paper's path
         share_weight = (np.diff(indptr) == 0).astype(np.float64)
-        chunk = self._grouped_chunk()
+        chunk = self._grouped_chunk() if chunk is None else chunk
         with _numba_threads(self.n_jobs) as threads:
             return personal_topm(
                 indptr, k, weight, base, share_weight, lam, r_ptr, r_item, r_u,
@@ -912,24 +947,27 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
         seen = removed_items(no_seen, own_items(index), request.exclude)
         m = int(m)
-        if request.allow is not None:
+        if request.allow is not None and not request.allow.is_flat:
             found, scores = model._rank_candidates(indptr, k, theta, None, m, seen,
                                                    request.allow)
         else:
-            found, scores = model._rank_mixtures(indptr, k, theta, m, seen)
+            chunk = None if request.allow is None else model._chunk_within(
+                _Within(request.allow.flat_items(), None))
+            found, scores = model._rank_mixtures(indptr, k, theta, m, seen, chunk=chunk)
         return model._external_items(found), scores
 
-    def _rank_mixtures(self, indptr, k, theta, m, seen):
+    def _rank_mixtures(self, indptr, k, theta, m, seen, *, chunk=None):
         """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal
-        component), the remaining slots filled by popularity."""
+        component), the remaining slots filled by popularity (``chunk``: the latest
+        chunk as `_grouped_chunk` or `_chunk_within` gives it)."""
         weight, base = _interest_weights(indptr, k, theta, self.beta, _LatestChunk.of(self))
+        chunk = self._grouped_chunk() if chunk is None else chunk
         with _numba_threads(self.n_jobs) as threads:
-            chunk = self._grouped_chunk()
             items, scores, n_filled = mixture_topm(
                 indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
                 chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
                 threads)
-        return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen)
+        return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)
 
     def explain(self, user, items, *, history=None) -> Explanation:
         """Each item's score for a user, split into its interests' and personal terms.
@@ -1271,6 +1309,24 @@ def _recent_distributions(recent_indptr, recent_item, recent_weight, user_index)
     out_ptr = np.zeros(user_index.shape[0] + 1, np.int64)
     np.cumsum(np.bincount(row, minlength=user_index.shape[0]), out=out_ptr[1:])
     return out_ptr, item, weight / total[row]
+
+
+@dataclass(frozen=True, eq=False)
+class _Within:
+    """The items a request may return, the same for every row: those of ``allowed``
+    (None: any) not in ``excluded`` (None: none); sorted model indices."""
+
+    allowed: np.ndarray | None
+    excluded: np.ndarray | None
+
+    def holds(self, items: np.ndarray) -> np.ndarray:
+        """Whether each of ``items`` (model indices) may be returned."""
+        keep = np.ones(items.shape[0], bool)
+        if self.allowed is not None:
+            keep &= np.isin(items, self.allowed)
+        if self.excluded is not None:
+            keep &= ~np.isin(items, self.excluded)
+        return keep
 
 
 @dataclass(frozen=True, eq=False)

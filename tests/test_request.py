@@ -109,6 +109,9 @@ def test_filters_equal_a_brute_force_filter_of_the_full_ranking(name, with_histo
                    for _ in USERS],
          "exclude": list(rng.choice(ITEMS, 5, replace=False))},
         {"allow": list(ITEMS[:3]) + [987654321]},
+        {"allow": list(rng.choice(ITEMS, 25, replace=False)),
+         "exclude": [list(rng.choice(ITEMS, int(rng.integers(0, 15)), replace=False))
+                     for _ in USERS]},
     ]
     for case in cases:
         for exclude_seen in (False, True):
