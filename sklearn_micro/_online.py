@@ -11,8 +11,7 @@ import numpy as np
 from ._request import ItemLists
 from .base import csr_rows
 
-__all__ = ["Explanation", "item_mixtures", "local_indices", "mixtures_with_history",
-           "recent_with_history"]
+__all__ = ["Explanation", "item_mixtures", "mixtures_with_history", "recent_with_history"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,16 +185,3 @@ def item_mixtures(by_item_indptr, by_item_interest, by_item_count, chunk_items,
     row = np.repeat(np.arange(n), np.diff(indptr))
     sums = np.bincount(row, weights=count, minlength=n)
     return indptr, k.astype(np.int32), count / sums[row]
-
-
-def local_indices(items, sorted_items, local_of):
-    """The local index in the latest chunk of each of ``items`` (global indices; -1 for
-    one outside the chunk): ``sorted_items[pos]`` is the global item of local
-    ``local_of[pos]``."""
-    out = np.full(items.shape[0], -1, np.int64)
-    if sorted_items.shape[0] == 0 or items.shape[0] == 0:
-        return out
-    pos = np.minimum(np.searchsorted(sorted_items, items), sorted_items.shape[0] - 1)
-    found = sorted_items[pos] == items
-    out[found] = local_of[pos[found]]
-    return out

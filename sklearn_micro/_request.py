@@ -15,8 +15,7 @@ from itertools import chain
 import numpy as np
 
 from ._kernels import csr
-from ._log import Vocabulary, as_ids
-from ._log import distinct as distinct_values
+from ._log import Vocabulary, as_ids, distinct
 
 __all__ = ["ItemLists", "Request", "allowed_top_m", "is_aligned", "parse_request", "own_items",
            "removed_items", "single_list"]
@@ -29,8 +28,8 @@ class ItemLists:
     """Item lists over a request's rows as a CSR of internal item indices.
 
     Row ``r``'s items are ``items[lo[r]:hi[r]]``: a flat list given for every row is held
-    once, every row pointing at it. With ``distinct``, a row's items are sorted and
-    distinct; otherwise they keep their order and repeats (a history's engagements).
+    once, every row pointing at it. A row's items keep their order and repeats (a
+    history's engagements).
     """
 
     lo: np.ndarray
@@ -113,7 +112,7 @@ def _is_list(value) -> bool:
                                                    and value.ndim == 0)
 
 
-def _aligned_lists(value, item_ids: Vocabulary, name: str, distinct: bool) -> ItemLists:
+def _aligned_lists(value, item_ids: Vocabulary, name: str) -> ItemLists:
     """One list of item ids per row, as `ItemLists`: looked up all at once, or row by row
     (naming the row in the error) when they are not all ids of the model's kind."""
     sizes = np.array([len(v) for v in value], np.int64)
@@ -129,17 +128,13 @@ def _aligned_lists(value, item_ids: Vocabulary, name: str, distinct: bool) -> It
         row = np.repeat(np.arange(sizes.shape[0]), [p.shape[0] for p in parts])
     known = index >= 0
     row, index = row[known], index[known].astype(np.int64)
-    if distinct and index.size:
-        width = int(index.max()) + 1
-        key = distinct_values(row * width + index)
-        row, index = key // width, key % width
     counts = np.bincount(row, minlength=sizes.shape[0])
     hi = np.cumsum(counts)
     return ItemLists(hi - counts, hi, index)
 
 
 def _item_lists(value, n_rows: int, item_ids: Vocabulary, name: str, rows_name: str, *,
-                aligned_only: bool = False, distinct: bool = True) -> ItemLists | None:
+                aligned_only: bool = False) -> ItemLists | None:
     """``value``, a flat list of item ids or a list of lists aligned with the rows, as
     `ItemLists` (None stays None)."""
     if value is None:
@@ -161,7 +156,7 @@ def _item_lists(value, n_rows: int, item_ids: Vocabulary, name: str, rows_name: 
         if len(value) != n_rows:
             raise ValueError(f"{name} must be {expected}; got {len(value)} lists for "
                              f"{n_rows} entries of {rows_name}.")
-        return _aligned_lists(value, item_ids, name, distinct)
+        return _aligned_lists(value, item_ids, name)
     if any(nested):
         j = nested.index(True) if not nested[0] else nested.index(False)
         raise ValueError(f"{name} must be {expected}, not both; got a mix (entry {j} is "
@@ -172,8 +167,6 @@ def _item_lists(value, n_rows: int, item_ids: Vocabulary, name: str, rows_name: 
                              np.empty(0, np.int64))
         raise ValueError(f"{name} must be {expected}; got a flat list {_describe(value)}.")
     items = _ids(value, item_ids, name)
-    if distinct:
-        items = np.unique(items)
     return ItemLists(np.zeros(n_rows, np.int64), np.full(n_rows, items.shape[0], np.int64),
                      items.astype(np.int64))
 
@@ -186,18 +179,16 @@ def parse_request(item_ids: Vocabulary, n_rows: int, *, exclude=None, allow=None
         exclude=_item_lists(exclude, n_rows, item_ids, "exclude", rows_name),
         allow=_item_lists(allow, n_rows, item_ids, "allow", rows_name),
         history=_item_lists(history, n_rows, item_ids, "history", rows_name,
-                            aligned_only=True, distinct=False),
+                            aligned_only=True),
     )
 
 
-def single_list(item_ids: Vocabulary, value, name: str, *, distinct: bool = False) -> ItemLists:
+def single_list(item_ids: Vocabulary, value, name: str) -> ItemLists:
     """A flat list of item ids (``explain``'s history) as `ItemLists` of one row."""
     if not _is_list(value) or is_aligned(value):
         raise ValueError(f"{name} must be a flat list of item ids; got {type(value).__name__} "
                          f"{_describe(value)}.")
     items = _ids(value, item_ids, name)
-    if distinct:
-        items = np.unique(items)
     return ItemLists(np.zeros(1, np.int64), np.full(1, items.shape[0], np.int64),
                      items.astype(np.int64))
 
@@ -220,7 +211,7 @@ def removed_items(seen: tuple[np.ndarray, np.ndarray], *lists: ItemLists | None)
     rows = [np.repeat(np.arange(n_rows), np.diff(indptr))] + [r for r, _ in extra]
     cols = [items.astype(np.int64)] + [c for _, c in extra]
     width = int(max(c.max(initial=0) for c in cols)) + 1
-    key = distinct_values(np.concatenate(rows) * width + np.concatenate(cols))
+    key = distinct(np.concatenate(rows) * width + np.concatenate(cols))
     row, col = key // width, key % width
     out = np.zeros(n_rows + 1, np.int64)
     np.cumsum(np.bincount(row, minlength=n_rows), out=out[1:])

@@ -40,7 +40,6 @@ from ._log import (
 from ._online import (
     Explanation,
     item_mixtures,
-    local_indices,
     mixtures_with_history,
     recent_with_history,
 )
@@ -824,6 +823,17 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             self._grouped = cache
         return cache
 
+    def _item_local(self) -> np.ndarray:
+        """Each item's local index in `_grouped_chunk`'s numbering (-1 outside the latest
+        chunk), over every item known; kept with its arrays."""
+        cache = self._grouped_chunk()
+        found = cache.get("item_local")
+        if found is None or found.shape[0] != len(self.item_ids_):
+            found = np.full(len(self.item_ids_), -1, cache["local_of"].dtype)
+            found[self.chunk_items_] = cache["local_of"]
+            cache["item_local"] = found
+        return found
+
     def _items_by_interest(self) -> dict:
         """The latest chunk's ``N[i, k, t]`` as a CSR from positions in ``chunk_items_``
         to interests (every count), kept with `_grouped_chunk`'s arrays."""
@@ -894,9 +904,7 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 indptr, k, weight, base, share_weight, lam, r_ptr, r_item.astype(np.int64),
                 r_u, chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
                 chunk["item_count"], chunk["share"], candidates.lo, candidates.hi,
-                candidates.items,
-                local_indices(candidates.items, self.chunk_items_, chunk["local_of"]),
-                seen[0], seen[1], int(m), threads)
+                candidates.items, self._item_local(), seen[0], seen[1], int(m), threads)
 
     def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
         """The items most likely engaged next by someone who engaged with each item.

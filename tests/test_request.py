@@ -105,7 +105,7 @@ def test_filters_equal_a_brute_force_filter_of_the_full_ranking(name, with_histo
         {"exclude": [list(rng.choice(ITEMS, int(rng.integers(0, 15)), replace=False))
                      for _ in USERS]},
         {"allow": list(rng.choice(ITEMS, 12, replace=False))},
-        {"allow": [list(rng.choice(ITEMS, int(rng.integers(0, 20)), replace=False))
+        {"allow": [list(rng.choice(ITEMS, int(rng.integers(0, 20))))  # with repeats
                    for _ in USERS],
          "exclude": list(rng.choice(ITEMS, 5, replace=False))},
         {"allow": list(ITEMS[:3]) + [987654321]},

@@ -3,7 +3,7 @@
 import numpy as np
 from numba import njit, prange
 
-from .topm import ZERO, _drain, _is_seen, _offer, _scatter, lower_bound
+from .topm import ZERO, _drain, _is_seen, _max_row, _offer, _scatter, lower_bound
 
 
 @njit(cache=True)
@@ -39,10 +39,10 @@ def _row_entries(r, q_ptr, q_k, phi_ptr):
 @njit(cache=True, parallel=True)
 def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr,
                    phi_item, phi_cnt, item_pop, item_share, cand_lo, cand_hi, cand_items,
-                   cand_local, seen_indptr, seen_items, m, n_threads):
+                   item_local, seen_indptr, seen_items, m, n_threads):
     """Exact top-m of each row's candidates ``cand_items[cand_lo[r]:cand_hi[r]]`` (global
-    item indices, distinct; ``cand_local`` their local indices in the latest chunk, -1
-    outside it), by MiCRO's score, best first.
+    item indices, repeats taken once), by MiCRO's score, best first. ``item_local`` maps a
+    global item to its local index in the latest chunk (-1 outside it).
 
     The rows, interests, recent items and chunk are `personal_topm`'s, ``phi_item`` being
     sorted within each interest (`group_by_interest`). A candidate's score is
@@ -71,6 +71,9 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
         hi = np.empty(m, np.int64)
         acc = np.zeros(n_local)
         touched = np.empty(n_local + 1, np.int32)
+        # candidates already offered: local items of the chunk, and recent items outside it
+        offered = np.zeros(n_local, np.uint8)
+        offered_recent = np.zeros(_max_row(r_ptr), np.uint8)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             keep = 1.0 - lam[r]
             lo = seen_indptr[r]
@@ -84,12 +87,22 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
             size = ZERO
             for c in range(cand_lo[r], cand_hi[r]):
                 item = cand_items[c]
-                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
-                    continue
-                li = cand_local[c]
+                li = item_local[item]
                 rp = -1
                 if r_ptr[r + 1] > r_ptr[r]:
                     rp = _find(r_item, r_ptr[r], r_ptr[r + 1], item)
+                if li >= 0:
+                    if offered[li]:
+                        continue
+                    offered[li] = 1
+                elif rp >= 0:
+                    if offered_recent[rp - r_ptr[r]]:
+                        continue
+                    offered_recent[rp - r_ptr[r]] = 1
+                else:
+                    continue
+                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+                    continue
                 if li >= 0:
                     if scatter:
                         x = acc[li]
@@ -103,5 +116,10 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
                     size, _ = _offer(hs, hp, hi, size, m, lam[r] * r_w[rp], 0.0, item)
             for t in range(nt):
                 acc[touched[t]] = 0.0
+            for c in range(cand_lo[r], cand_hi[r]):
+                li = item_local[cand_items[c]]
+                if li >= 0:
+                    offered[li] = 0
+            offered_recent[:r_ptr[r + 1] - r_ptr[r]] = 0
             _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores
