@@ -25,8 +25,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._kernels.ranking import place_neighbours, prefilter_block, prefilter_finish, top_m_sparse
-from ._kernels.topm import fill_remainder
-from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
+from ._kernels.selection import CUT_SAMPLE, fill_remainder
+from ._log import LOOKUP_ROWS, EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
 from ._parallel import resolve_n_jobs
 from ._request import allowed_top_m, own_items, parse_request, removed_items
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
@@ -48,8 +48,6 @@ _BLOCK_SCORES = 1 << 21
 _ITEM_BLOCK = 8192
 # candidates a user may keep waiting for exact scores, in multiples of m
 _BUFFERED = 8
-# scores of a user's first block read for a guess of its cut (`prefilter_block`)
-_CUT_SAMPLE = 512
 
 
 def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
@@ -130,7 +128,7 @@ def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
         for i0 in range(0, n_c, item_block):
             i1 = min(n_c, i0 + item_block)
             prefilter_block(rows @ vectors[i0:i1].T, i0, rows, vectors, candidates, margin,
-                            tie_key, *seen, _CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
+                            tie_key, *seen, CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
         prefilter_finish(rows, vectors, candidates, tie_key, cut, buf, buf_score, buf_n,
                          *outs)
 
@@ -159,10 +157,6 @@ def _product_error(queries: np.ndarray, vectors: np.ndarray) -> float:
     return 2.0 * bound * ((d + 2) * u / (1 - (d + 2) * u) + 2 * u)
 
 
-# rows whose ids are looked up at once while the seen items of a log are gathered
-_LOOKUP_ROWS = 1 << 20
-
-
 def _seen_of_log(user_ids: Vocabulary, item_ids: Vocabulary, log) -> SeenItems:
     """The seen items of a whole log, gathered block by block into one sorted key array,
     so memory holds about 8 bytes per engagement beyond the log (not the ids looked up)."""
@@ -173,8 +167,8 @@ def _seen_of_log(user_ids: Vocabulary, item_ids: Vocabulary, log) -> SeenItems:
             f"{len(user_ids)} users and {len(item_ids)} items."
         )
     keys = np.empty(n, np.int64)
-    for lo in range(0, n, _LOOKUP_ROWS):
-        hi = min(n, lo + _LOOKUP_ROWS)
+    for lo in range(0, n, LOOKUP_ROWS):
+        hi = min(n, lo + LOOKUP_ROWS)
         user = user_ids.lookup(log.user[lo:hi], name="X user ids")
         item = item_ids.lookup(log.item[lo:hi], name="X item ids")
         np.bitwise_or(user << 32, item, out=keys[lo:hi])

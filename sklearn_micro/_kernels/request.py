@@ -3,7 +3,8 @@
 import numpy as np
 from numba import njit, prange
 
-from .topm import ZERO, _drain, _is_seen, _max_row, _offer, _scatter, lower_bound
+from .selection import ZERO, drain, is_seen, lower_bound, offer
+from .topm import _max_row, _scatter
 
 
 @njit(cache=True)
@@ -101,7 +102,7 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
                     offered_recent[rp - r_ptr[r]] = 1
                 else:
                     continue
-                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+                if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
                     continue
                 if li >= 0:
                     if scatter:
@@ -111,9 +112,9 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
                     s = keep * (q_base[r] + q_share[r] * item_share[li] + x)
                     if rp >= 0:
                         s = s + lam[r] * r_w[rp]
-                    size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+                    size, _ = offer(hs, hp, hi, size, m, s, item_pop[li], item)
                 elif rp >= 0:
-                    size, _ = _offer(hs, hp, hi, size, m, lam[r] * r_w[rp], 0.0, item)
+                    size, _ = offer(hs, hp, hi, size, m, lam[r] * r_w[rp], 0.0, item)
             for t in range(nt):
                 acc[touched[t]] = 0.0
             for c in range(cand_lo[r], cand_hi[r]):
@@ -121,5 +122,5 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
                 if li >= 0:
                     offered[li] = 0
             offered_recent[:r_ptr[r + 1] - r_ptr[r]] = 0
-            _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
+            drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores
