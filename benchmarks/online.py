@@ -6,8 +6,9 @@ chunk before: without a history, and with the first half of their engagements in
 (in the log's row order, time order on Higgs) as ``history``; both lists are scored
 (Recall@100, MRR@100) against the distinct items of the second half, and against those of
 them not in the history (a repeat of a history item is easy to get right). Then the
-models take the chunk with ``partial_fit``. MiCRO with its defaults, the paper's model (its
-`paper_model`, the same sampler) and RecentItems (history as its newest items) run on the
+models take the chunk with ``partial_fit``. MiCRO with its defaults (and with the history items
+also in ``exclude``), the paper's model (its `paper_model`, the same sampler) and
+RecentItems (history as its newest items) run on the
 Higgs log (6-hour chunks, fit on 0..18, K = 400) and the generated log of ``sklearn-micro
 reproduce`` (fit on 12 of 16 chunks, K = 100). Each figure is the mean over (user, chunk)
 points; the differences are paired (the same points with and without history), with a 95%
@@ -119,10 +120,13 @@ def quality(log_names, say):
         for chunk, at in iter_chunks(test.chunk):
             users, history, relevant, fresh = _split_points(test.take(at))
             new = micro.user_ids_.lookup(users) < 0
-            for label, model in (("MiCRO", micro), ("MiCRO paper", micro.paper_model()),
-                                 ("RecentItems", recent)):
+            for label, model, leave_out in (
+                    ("MiCRO", micro, False), ("MiCRO, history excluded", micro, True),
+                    ("MiCRO paper", micro.paper_model(), False),
+                    ("RecentItems", recent, False)):
                 plain = model.recommend(users, M)[0]
-                told = model.recommend(users, M, history=history)[0]
+                told = model.recommend(users, M, history=history,
+                                       exclude=history if leave_out else None)[0]
                 for target, rel in zip(rows, (relevant, fresh), strict=True):
                     records.setdefault((target, label), []).append(
                         (users, new, *_scores(plain, rel), *_scores(told, rel)))

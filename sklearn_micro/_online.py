@@ -213,6 +213,20 @@ class _Within:
         return keep
 
 
+def _interest_counts(phi_ptr, phi_item, phi_cnt, local, interests):
+    """``N[i, k, t]`` of each item (``local``: its local index in the chunk, -1 outside)
+    in each of ``interests``, from the interest-major CSR ``phi_*`` (each interest's local
+    items sorted): an array of shape (n_items, n_interests)."""
+    count = np.zeros((local.shape[0], interests.shape[0]))
+    for q, k in enumerate(interests):
+        lo, hi = phi_ptr[k], phi_ptr[k + 1]
+        at = lo + np.searchsorted(phi_item[lo:hi], local)
+        hit = (local >= 0) & (at < hi)
+        hit[hit] = phi_item[at[hit]] == local[hit]
+        count[hit, q] = phi_cnt[at[hit]]
+    return count
+
+
 class MiCROOnline:
     """`MiCRO`'s request-time verbs: `recommend`'s filters and history, `similar_items`
     and `explain`, over the state a `MiCRO` holds (mixed into the class)."""
@@ -396,7 +410,8 @@ class MiCROOnline:
         no_seen = np.zeros(2, np.int64), np.empty(0, np.int64)
         got, got_scores = model._rank_candidates(indptr, k, theta, recent,
                                                  max(cand.shape[0], 1), no_seen, candidates)
-        score_of = dict(zip(got[0][got[0] >= 0].tolist(), got_scores[0][got[0] >= 0], strict=True))
+        found = got[0] >= 0
+        score_of = dict(zip(got[0][found].tolist(), got_scores[0][found], strict=True))
         scores = np.array([score_of.get(int(i), -np.inf) for i in index], np.float64)
         # the terms
         weight, base = interest_weights(indptr, k, theta, model.beta, LatestChunk.of(model))
@@ -406,28 +421,17 @@ class MiCROOnline:
             lam = model.personal_weight_
             r_u_of = dict(zip(recent[1].tolist(), recent[2], strict=True))
         chunk = model._grouped_chunk()
-        n_local = model.chunk_items_.shape[0]
-        pos = np.minimum(np.searchsorted(model.chunk_items_, index), max(n_local - 1, 0))
-        in_chunk = (index >= 0) & (n_local > 0)
-        if n_local:
-            in_chunk &= model.chunk_items_[pos] == index
-        local = np.where(in_chunk, chunk["local_of"][pos] if n_local else 0, -1)
-        count = np.zeros((index.shape[0], k.shape[0]))
-        phi_ptr, phi_item, phi_cnt = chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"]
-        for q, kq in enumerate(k):
-            entries = phi_item[phi_ptr[kq]:phi_ptr[kq + 1]]
-            at = np.minimum(np.searchsorted(entries, local), max(entries.shape[0] - 1, 0))
-            hit = in_chunk & (entries.shape[0] > 0)
-            if entries.shape[0]:
-                hit &= entries[at] == local
-            count[hit, q] = phi_cnt[phi_ptr[kq] + at[hit]]
+        local = np.where(index >= 0, model._item_local()[np.maximum(index, 0)], -1)
+        in_chunk = (local >= 0) & (scores > -np.inf)
+        count = _interest_counts(chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
+                                 local, k)
         keep = 1.0 - lam
         ranked = scores > -np.inf
-        contributions = np.where((in_chunk & ranked)[:, None],
+        contributions = np.where(in_chunk[:, None],
                                  keep * weight[None, :] * (model.beta + count), 0.0)
-        popularity = np.where(in_chunk & ranked & (k.shape[0] == 0),
-                              keep * chunk["share"][np.maximum(local, 0)] if n_local else 0.0,
-                              0.0)
+        popularity = np.zeros(index.shape[0])
+        if k.shape[0] == 0:
+            popularity[in_chunk] = keep * chunk["share"][local[in_chunk]]
         personal = np.array([lam * r_u_of.get(int(i), 0.0) for i in index], np.float64)
         personal[~ranked] = 0.0
         return Explanation(user=one.item() if one.dtype.kind != "U" else str(one),
