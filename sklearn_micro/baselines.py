@@ -343,6 +343,31 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
         return self._ranked(user_index.shape[0], m, seen, lambda *out: self._rank(
             user_index, *out, history=history))
 
+    def _similar_by_vectors(self, items, m, exclude, allow):
+        """`similar_items` of the recommenders with item vectors: each item with a vector
+        (`_item_queries`) queries the candidates as a user's vector does (`_rank_queries`),
+        the item itself left out; the others get the latest chunk's popularity."""
+        model = self._published()
+        items = model._check_recommend(items, m, False, name="items")
+        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
+                                allow=allow, rows_name="items")
+        index = model.item_ids_.lookup(items, name="items")
+        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
+        seen = removed_items(no_seen, own_items(index), request.exclude)
+        queries, has = model._item_queries(index)
+
+        def rank(rows, depth, sub_seen):
+            mine = has[rows]
+            return model._ranked(rows.shape[0], depth, sub_seen, lambda *out: (
+                model._rank_queries(queries[rows[mine]], np.flatnonzero(mine), *out)))
+
+        if request.allow is None:
+            found, scores = rank(np.arange(items.shape[0]), int(m), seen)
+        else:
+            found, scores = allowed_top_m(rank, items.shape[0], int(m), seen, request.allow,
+                                          len(model.item_ids_))
+        return model._external_items(found), scores
+
     def _ranked(self, n, m, seen, rank_own):
         """Rows of ``m`` slots: ``rank_own(items, scores, n_filled, seen_indptr,
         seen_items)`` fills each row's first slots with its own candidates, the latest
@@ -812,32 +837,19 @@ class ANNRecommender(_WindowRecommender):
             External item ids, best first, and their cosine similarity; padded with -1 (or
             "") and -inf.
         """
-        model = self._published()
-        items = model._check_recommend(items, m, False, name="items")
-        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
-                                allow=allow, rows_name="items")
-        index = model.item_ids_.lookup(items, name="items")
-        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
-        seen = removed_items(no_seen, own_items(index), request.exclude)
-        pos = np.minimum(np.searchsorted(model.candidate_items_, index),
-                         max(model.candidate_items_.shape[0] - 1, 0))
-        has = (index >= 0) & (model.candidate_items_.shape[0] > 0)
-        if model.candidate_items_.shape[0]:
-            has &= model.candidate_items_[pos] == index
+        return self._similar_by_vectors(items, m, exclude, allow)
 
-        def rank(rows, depth, sub_seen):
-            mine = rows[has[rows]]
-            queries = model.item_vectors_[pos[mine]]
-            local = np.flatnonzero(has[rows])
-            return model._ranked(rows.shape[0], depth, sub_seen,
-                                 lambda *out: model._rank_queries(queries, local, *out))
-
-        if request.allow is None:
-            found, scores = rank(np.arange(items.shape[0]), int(m), seen)
-        else:
-            found, scores = allowed_top_m(rank, items.shape[0], int(m), seen, request.allow,
-                                          len(model.item_ids_))
-        return model._external_items(found), scores
+    def _item_queries(self, index):
+        """The unit vector of each item (``index``: model indices) with one, and which
+        have one."""
+        pos = np.minimum(np.searchsorted(self.candidate_items_, index),
+                         max(self.candidate_items_.shape[0] - 1, 0))
+        has = (index >= 0) & (self.candidate_items_.shape[0] > 0)
+        if self.candidate_items_.shape[0]:
+            has &= self.candidate_items_[pos] == index
+        queries = np.zeros((index.shape[0], self.item_vectors_.shape[1]), np.float32)
+        queries[has] = self.item_vectors_[pos[has]]
+        return queries, has
 
     def _query_index(self, queries, m, seen_indptr, seen_items, out_items, out_scores, out_n):
         index = self._get_index()
@@ -921,7 +933,7 @@ class ALSRecommender(_WindowRecommender):
     engagements of the window and the history, as ``partial_fit`` folds in a new user;
     for a training user it stands in for the fitted vector in that call only. ``exclude``
     and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
-    exist.
+    exist. `similar_items` ranks by the cosine similarity of the item vectors.
 
     Examples
     --------
@@ -1042,6 +1054,53 @@ class ALSRecommender(_WindowRecommender):
         window_items = np.unique(state["window_item_"])
         has_vector = _nonzero_rows(state["item_factors_"], window_items)
         state["candidate_items_"] = window_items[has_vector].astype(np.int64)
+
+    def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
+        """The items whose ALS vectors are nearest to each item's, by cosine similarity.
+
+        An item with a vector is queried by its unit vector among the window's items that
+        have one; an item without one gets the latest chunk's popularity ranking.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+        m : int, default=100
+            Number of items per row, as in `recommend`.
+        exclude, allow : list of item ids, or list of lists of item ids, optional
+            As in `recommend`, flat or aligned with ``items``.
+
+        Returns
+        -------
+        similar, scores : ndarray of shape (n_items, m)
+            External item ids, best first, and their cosine similarity; padded with -1 (or
+            "") and -inf.
+        """
+        return self._similar_by_vectors(items, m, exclude, allow)
+
+    def _item_queries(self, index):
+        """The unit vector of each item (``index``: model indices) with one, and which
+        have one."""
+        known = index >= 0
+        queries = np.zeros((index.shape[0], self.item_factors_.shape[1]), np.float32)
+        queries[known] = self.item_factors_[index[known]]
+        norms = np.linalg.norm(queries, axis=1)
+        has = norms > 0
+        queries[has] /= norms[has, None]
+        return queries, has
+
+    def _rank_queries(self, queries, rows, items, scores, n_filled, seen_indptr, seen_items):
+        """The candidates of highest cosine similarity to unit ``queries``, into the slots
+        of ``rows``."""
+        if rows.size == 0 or self.candidate_items_.size == 0:
+            return
+        vectors = self.item_factors_[self.candidate_items_]
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
+        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
+        _exact_top_m(queries, vectors, self.candidate_items_, self.item_rank_, sub_indptr,
+                     sub_seen, out_items, out_scores, out_n)
+        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
 
     def _folded_in(self, user_index, history):
         """The user vectors of rows with a history: the ALS user step (`implicit`'s

@@ -275,6 +275,22 @@ def test_ann_similar_items_by_vector():
     assert_array_equal(similar[1], model.recommend([10**12], 5)[0][0])
 
 
+def test_als_similar_items_by_cosine():
+    model = BASELINES["als"]
+    item = int(model.item_ids_.ids[model.candidate_items_[0]])
+    similar, scores = model.similar_items([item, 123456789], 4, exclude=[[], []])
+    vec = model.item_factors_[model.candidate_items_]
+    vec = vec / np.linalg.norm(vec, axis=1, keepdims=True)
+    cos = vec[1:] @ vec[0]
+    assert item not in similar[0]
+    assert_allclose(scores[0], np.sort(cos)[::-1][:4], rtol=1e-5)
+    assert_array_equal(similar[1], model.recommend([10**12], 4)[0][0])
+    allowed = [int(i) for i in model.item_ids_.ids[model.candidate_items_[1::2]]]
+    got, _ = model.similar_items([item], 3, allow=allowed)
+    full, _ = model.similar_items([item], len(model.item_ids_))
+    assert_array_equal(got[0], [i for i in full[0] if i in allowed][:3])
+
+
 BAD = [
     ({"exclude": 5}, "exclude must be a flat list of item ids .* got int 5"),
     ({"exclude": "abc"}, "exclude must be a flat list .* got str 'abc'"),
