@@ -57,6 +57,7 @@ from uuid import uuid4
 import numpy as np
 
 from ._parallel import active_client
+from ._request import is_aligned, parse_request
 
 logger = logging.getLogger(__name__)
 
@@ -350,12 +351,22 @@ def _map_recommender(client, recommender, function, blocks, *, exclude_seen: boo
     return results
 
 
-def _recommend_block(recommender, users, m, exclude_seen):
-    return recommender.recommend(users, m, exclude_seen=exclude_seen)
+def _recommend_block(recommender, users, m, exclude_seen, request=None):
+    return recommender.recommend(users, m, exclude_seen=exclude_seen, **(request or {}))
+
+
+def _request_block(request: dict, lo: int, hi: int) -> dict | None:
+    """The request's arguments for the users ``lo:hi``: lists aligned with the users are
+    sliced, flat ones travel whole."""
+    if not request:
+        return None
+    return {name: value[lo:hi] if is_aligned(value) else value
+            for name, value in request.items()}
 
 
 def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool = False,
-                         client=None, max_users: int = 1 << 14):
+                         exclude=None, allow=None, history=None, client=None,
+                         max_users: int = 1 << 14):
     """``recommender.recommend(users, m)`` by blocks of users on a Dask cluster's workers.
 
     Parameters
@@ -368,6 +379,9 @@ def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool
         Items per user.
     exclude_seen : bool, default=False
         As in ``recommend``; without it the seen items stay with the client.
+    exclude, allow, history : optional
+        As in ``recommend``: each block of users takes its own lists (a flat list travels
+        with every block).
     client : distributed.Client, optional
         By default the client of joblib's active Dask backend.
     max_users : int, default=16384
@@ -389,9 +403,14 @@ def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool
         users = users.reshape(1)
     if users.ndim != 1:
         raise ValueError(f"users must be a 1-D array of user ids; got shape {users.shape}.")
+    request = {name: value for name, value in
+               (("exclude", exclude), ("allow", allow), ("history", history))
+               if value is not None}
+    # the lists are checked here too, before any block leaves
+    parse_request(recommender.item_ids_, users.shape[0], **request)
     if users.size == 0:
         return empty
-    blocks = [(users[lo:hi], m, exclude_seen)
+    blocks = [(users[lo:hi], m, exclude_seen, _request_block(request, lo, hi))
               for lo, hi in _blocks(client, users.shape[0], smallest=_MIN_BLOCK_USERS,
                                     largest=max_users)]
     results = _map_recommender(client, recommender, _recommend_block, blocks,

@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._kernels.selection import fill_remainder
 from ._log import LOOKUP_ROWS, Vocabulary, check_log, iter_chunks
+from ._request import allowed_top_m, own_items, parse_request, removed_items
 from .base import RecommenderMixin, SeenItems
 
 __all__ = ["WindowRecommender", "seen_of_log"]
@@ -82,8 +83,10 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
     def _derive(self, state: dict) -> None:
         """Recompute what recommend reads from the window."""
 
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items) -> None:
-        """Rank each user's own candidates into the first ``n_filled[r]`` slots."""
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
+              history=None) -> None:
+        """Rank each user's own candidates into the first ``n_filled[r]`` slots
+        (``history``: the request's `ItemLists`, or None)."""
 
     # -- fit and partial_fit ----------------------------------------------------------------
 
@@ -148,6 +151,7 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
         self : object
             The updated recommender.
         """
+        base = self.__dict__
         check_is_fitted(self, "item_ids_", msg=(
             f"{type(self).__name__}.partial_fit needs a fitted recommender: call fit on the "
             "training log (or the Pipeline) first."))
@@ -176,13 +180,13 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
             )
             state["latest_chunk_"] = chunk
             self._update_chunk(state, user[rows], item[rows])
-        self._finish(state)
+        self._finish(state, replacing=base)
         return self
 
     def _state_names(self):
         return [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]
 
-    def _finish(self, state: dict) -> None:
+    def _finish(self, state: dict, *, replacing: dict | None = None) -> None:
         """Derive the latest chunk's popularity and commit ``state`` to ``self``."""
         n_items = len(state["item_ids_"])
         latest = state["window_chunk_"] == state["latest_chunk_"]
@@ -197,24 +201,49 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
             item_rank_=rank,
         )
         self._derive(state)
-        snapshot = self.__dict__.copy()
-        try:
-            for name, value in state.items():
-                setattr(self, name, value)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(snapshot)
-            raise
+        # one swap: readers on other threads see the state before or after, never a mix
+        self._publish({**self.__dict__, **state}, replacing=replacing)
 
     # -- recommend ---------------------------------------------------------------------------
 
-    def _recommend(self, user_index, m, seen):
-        n = user_index.shape[0]
+    def _recommend(self, user_index, m, seen, history=None):
+        return self._ranked(user_index.shape[0], m, seen, lambda *out: self._rank(
+            user_index, *out, history=history))
+
+    def _similar_by_vectors(self, items, m, exclude, allow):
+        """`similar_items` of the recommenders with item vectors: each item with a vector
+        (`_item_queries`) queries the candidates as a user's vector does (`_rank_queries`),
+        the item itself left out; the others get the latest chunk's popularity."""
+        model = self._published()
+        items = model._check_recommend(items, m, False, name="items")
+        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
+                                allow=allow, rows_name="items")
+        index = model.item_ids_.lookup(items, name="items")
+        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
+        seen = removed_items(no_seen, own_items(index), request.exclude)
+        queries, has = model._item_queries(index)
+
+        def rank(rows, depth, sub_seen):
+            mine = has[rows]
+            return model._ranked(rows.shape[0], depth, sub_seen, lambda *out: (
+                model._rank_queries(queries[rows[mine]], np.flatnonzero(mine), *out)))
+
+        if request.allow is None:
+            found, scores = rank(np.arange(items.shape[0]), int(m), seen)
+        else:
+            found, scores = allowed_top_m(rank, items.shape[0], int(m), seen, request.allow,
+                                          len(model.item_ids_))
+        return model._external_items(found), scores
+
+    def _ranked(self, n, m, seen, rank_own):
+        """Rows of ``m`` slots: ``rank_own(items, scores, n_filled, seen_indptr,
+        seen_items)`` fills each row's first slots with its own candidates, the latest
+        chunk's popularity the rest."""
         items = np.full((n, m), -1, np.int64)
         scores = np.full((n, m), -np.inf)
         n_filled = np.zeros(n, np.int64)
         seen_indptr, seen_items = seen
-        self._rank(user_index, items, scores, n_filled, seen_indptr, seen_items)
+        rank_own(items, scores, n_filled, seen_indptr, seen_items)
         last = scores[np.arange(n), np.maximum(n_filled - 1, 0)]
         fill_base = np.where(n_filled > 0, last, 0.0) - 1.0
         counts = self.popular_counts_

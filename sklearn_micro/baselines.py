@@ -61,6 +61,30 @@ def _seen_of_rows(seen_indptr: np.ndarray, seen_items: np.ndarray, rows: np.ndar
     return indptr, seen_items[positions]
 
 
+def _with_history(indptr, items, scores, history):
+    """`RecentItemsRecommender`'s candidates (a CSR of distinct items per row with their
+    scores) with each row's history items scored as engaged in the chunk after the latest:
+    ``1 + n / (n + 1)``, ``n`` counting the window's engagements and the history's."""
+    n_rows = indptr.shape[0] - 1
+    row = np.repeat(np.arange(n_rows), np.diff(indptr))
+    h_row, h_item = history.pairs()
+    width = int(max(items.max(initial=0), h_item.max(initial=0))) + 1
+    h_key, h_count = np.unique(h_row * width + h_item, return_counts=True)
+    key = row * width + items
+    # a window score (c - latest) + n / (n + 1), c <= latest, holds n in its fraction
+    frac = scores - np.ceil(scores) + 1.0
+    both = np.isin(key, h_key)
+    n = h_count.astype(np.float64)
+    n[np.searchsorted(h_key, key[both])] += np.rint(frac[both] / (1.0 - frac[both]))
+    all_key = np.concatenate([key[~both], h_key])
+    all_scores = np.concatenate([scores[~both], 1.0 + n / (n + 1.0)])
+    all_row = all_key // width
+    order = np.argsort(all_row, kind="stable")
+    out = np.zeros(n_rows + 1, np.int64)
+    np.cumsum(np.bincount(all_row, minlength=n_rows), out=out[1:])
+    return out, (all_key % width)[order], all_scores[order]
+
+
 def _nonzero_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Whether each of ``a[rows]`` has a nonzero entry, without a copy of all of them."""
     out = np.empty(rows.shape[0], bool)
@@ -165,6 +189,13 @@ class PopularityRecommender(WindowRecommender):
     RecentItemsRecommender : The user's own recent items first, then this ranking.
     MiCRO : Ranks the latest chunk's items within each user's interests.
 
+    Notes
+    -----
+    Request-time arguments of `recommend`: ``exclude`` and ``allow`` filter the ranking,
+    with exactly ``m`` eligible items wherever they exist. The ranking is the same for
+    every user, so ``history`` changes nothing in it; with ``exclude_seen`` its items
+    count as seen.
+
     Examples
     --------
     >>> import numpy as np
@@ -186,7 +217,7 @@ class PopularityRecommender(WindowRecommender):
         state["ranking_items_"] = ranked.astype(np.int64)
         state["ranking_counts_"] = counts[ranked].astype(np.int64)
 
-    def _recommend(self, user_index, m, seen):
+    def _recommend(self, user_index, m, seen, history=None):
         n = user_index.shape[0]
         items = np.full((n, m), -1, np.int64)
         scores = np.full((n, m), -np.inf)
@@ -233,6 +264,15 @@ class RecentItemsRecommender(WindowRecommender):
     PopularityRecommender : The same ranking for every user.
     MiCRO : Ranks the latest chunk's items within each user's interests.
 
+    Notes
+    -----
+    Request-time arguments of `recommend`: ``history`` items are the user's newest
+    recent items, as if engaged in the chunk after the latest: each scores ``1 + n /
+    (n + 1)``, ``n`` counting its engagements in the window and the history, above every
+    item of the window (a user never seen is ranked from the history alone). ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist.
+
     Examples
     --------
     >>> import numpy as np
@@ -265,10 +305,16 @@ class RecentItemsRecommender(WindowRecommender):
         state["recent_item_"] = pairs_item
         state["recent_score_"] = score
 
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
+              history=None):
         indptr, positions = _rows_of(self.recent_user_, user_index)
+        own_items = self.recent_item_[positions]
+        own_scores = self.recent_score_[positions]
+        if history is not None and history.items.size:
+            indptr, own_items, own_scores = _with_history(indptr, own_items, own_scores,
+                                                          history)
         top_m_sparse(
-            indptr, self.recent_item_[positions], self.recent_score_[positions],
+            indptr, own_items, own_scores,
             self.item_rank_, seen_indptr, seen_items, items, scores, n_filled,
         )
 
@@ -337,6 +383,15 @@ class ANNRecommender(WindowRecommender):
     --------
     GraphEmbedder : Provides the user vectors this recommender queries with.
     ALSRecommender : Factorizes the engagements itself and folds new items in.
+
+    Notes
+    -----
+    Request-time arguments of `recommend`: with a ``history``, a user is queried by their
+    unit vector plus the mean of the vectors of the history's items that have one (items
+    of the window), normalized; a user without a vector by that mean alone. ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist (with NNDescent, of the items its search finds). `similar_items` queries an
+    item's own vector.
 
     Examples
     --------
@@ -473,14 +528,40 @@ class ANNRecommender(WindowRecommender):
             )
         return self._index
 
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+    def _queries(self, user_index, history=None):
+        """The unit query vectors of the users that have one, and their rows: a user's own
+        vector, and with a ``history``, the user's unit vector plus the mean of the vectors
+        of the history's items that have one (a user without a vector: that mean alone)."""
         known = np.flatnonzero((user_index >= 0) & (user_index < self.user_vectors_.shape[0]))
-        queries = self.user_vectors_[user_index[known]]
-        norms = np.linalg.norm(queries, axis=1)
-        rows = known[norms > 0]
+        queries = np.zeros((user_index.shape[0], self.user_vectors_.shape[1]), np.float32)
+        mine = self.user_vectors_[user_index[known]]
+        norms = np.linalg.norm(mine, axis=1)
+        queries[known[norms > 0]] = mine[norms > 0] / norms[norms > 0, None]
+        if history is not None and history.items.size and self.candidate_items_.size:
+            row, item = history.pairs()
+            pos = np.minimum(np.searchsorted(self.candidate_items_, item),
+                             self.candidate_items_.shape[0] - 1)
+            has = self.candidate_items_[pos] == item
+            row, pos = row[has], pos[has]
+            sums = np.zeros_like(queries)
+            np.add.at(sums, row, self.item_vectors_[pos])
+            n = np.bincount(row, minlength=queries.shape[0])
+            mixed = np.flatnonzero(n)
+            queries[mixed] += sums[mixed] / n[mixed, None]
+            norms = np.linalg.norm(queries[mixed], axis=1)
+            queries[mixed] /= np.where(norms > 0, norms, 1)[:, None]
+        rows = np.flatnonzero(_nonzero_rows(queries, np.arange(queries.shape[0])))
+        return queries[rows], rows
+
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
+              history=None):
+        queries, rows = self._queries(user_index, history)
+        self._rank_queries(queries, rows, items, scores, n_filled, seen_indptr, seen_items)
+
+    def _rank_queries(self, queries, rows, items, scores, n_filled, seen_indptr, seen_items):
+        """The nearest items to unit ``queries``, into the slots of ``rows``."""
         if rows.size == 0 or self.candidate_items_.size == 0:
             return
-        queries = queries[norms > 0] / norms[norms > 0, None]
         sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
         out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
         if self._uses_index():
@@ -493,6 +574,42 @@ class ANNRecommender(WindowRecommender):
                 sub_indptr, sub_seen, out_items, out_scores, out_n, self._threads(),
             )
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
+
+    def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
+        """The items nearest to each item's vector, by cosine similarity.
+
+        An item of the window with a vector is queried by it, among the window's other
+        items, as `recommend` queries a user; an item without one (unknown, or not engaged
+        by a user with a vector in the window) gets the latest chunk's popularity ranking.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+        m : int, default=100
+            Number of items per row, as in `recommend`.
+        exclude, allow : list of item ids, or list of lists of item ids, optional
+            As in `recommend`, flat or aligned with ``items``.
+
+        Returns
+        -------
+        similar, scores : ndarray of shape (n_items, m)
+            External item ids, best first, and their cosine similarity; padded with -1 (or
+            "") and -inf.
+        """
+        return self._similar_by_vectors(items, m, exclude, allow)
+
+    def _item_queries(self, index):
+        """The unit vector of each item (``index``: model indices) with one, and which
+        have one."""
+        pos = np.minimum(np.searchsorted(self.candidate_items_, index),
+                         max(self.candidate_items_.shape[0] - 1, 0))
+        has = (index >= 0) & (self.candidate_items_.shape[0] > 0)
+        if self.candidate_items_.shape[0]:
+            has &= self.candidate_items_[pos] == index
+        queries = np.zeros((index.shape[0], self.item_vectors_.shape[1]), np.float32)
+        queries[has] = self.item_vectors_[pos[has]]
+        return queries, has
 
     def _query_index(self, queries, m, seen_indptr, seen_items, out_items, out_scores, out_n):
         index = self._get_index()
@@ -568,6 +685,15 @@ class ALSRecommender(WindowRecommender):
     --------
     ANNRecommender : Nearest items to a user's vector of a `GraphEmbedder`.
     MiCRO : Multi-interest retrieval over the latest chunk's items.
+
+    Notes
+    -----
+    Request-time arguments of `recommend`: with a ``history``, a user's vector for the
+    call is the ALS user step (`implicit`'s ``recalculate_user``) solved from their
+    engagements of the window and the history, as ``partial_fit`` folds in a new user;
+    for a training user it stands in for the fitted vector in that call only. ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist. `similar_items` ranks by the cosine similarity of the item vectors.
 
     Examples
     --------
@@ -689,11 +815,91 @@ class ALSRecommender(WindowRecommender):
         has_vector = _nonzero_rows(state["item_factors_"], window_items)
         state["candidate_items_"] = window_items[has_vector].astype(np.int64)
 
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+    def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
+        """The items whose ALS vectors are nearest to each item's, by cosine similarity.
+
+        An item with a vector is queried by its unit vector among the window's items that
+        have one; an item without one gets the latest chunk's popularity ranking.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+        m : int, default=100
+            Number of items per row, as in `recommend`.
+        exclude, allow : list of item ids, or list of lists of item ids, optional
+            As in `recommend`, flat or aligned with ``items``.
+
+        Returns
+        -------
+        similar, scores : ndarray of shape (n_items, m)
+            External item ids, best first, and their cosine similarity; padded with -1 (or
+            "") and -inf.
+        """
+        return self._similar_by_vectors(items, m, exclude, allow)
+
+    def _item_queries(self, index):
+        """The unit vector of each item (``index``: model indices) with one, and which
+        have one."""
+        known = index >= 0
+        queries = np.zeros((index.shape[0], self.item_factors_.shape[1]), np.float32)
+        queries[known] = self.item_factors_[index[known]]
+        norms = np.linalg.norm(queries, axis=1)
+        has = norms > 0
+        queries[has] /= norms[has, None]
+        return queries, has
+
+    def _rank_queries(self, queries, rows, items, scores, n_filled, seen_indptr, seen_items):
+        """The candidates of highest cosine similarity to unit ``queries``, into the slots
+        of ``rows``."""
+        if rows.size == 0 or self.candidate_items_.size == 0:
+            return
+        vectors = self.item_factors_[self.candidate_items_]
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
+        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
+        _exact_top_m(queries, vectors, self.candidate_items_, self.item_rank_, sub_indptr,
+                     sub_seen, out_items, out_scores, out_n)
+        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
+
+    def _folded_in(self, user_index, history):
+        """The user vectors of rows with a history: the ALS user step (`implicit`'s
+        ``recalculate_user``) from their engagements of the window and the history, as
+        ``partial_fit`` folds in a new user. Returns the vectors and their rows."""
+        from threadpoolctl import threadpool_limits
+
+        h_row, h_item = history.pairs()
+        rows = np.unique(h_row)
+        local = np.full(user_index.shape[0], -1, np.int64)
+        local[rows] = np.arange(rows.shape[0])
+        # the rows' window engagements (a user may be in several rows)
+        order = np.argsort(user_index[rows], kind="stable")
+        by_user = user_index[rows][order]
+        lo = np.searchsorted(by_user, self.window_user_, side="left")
+        hi = np.searchsorted(by_user, self.window_user_, side="right")
+        w_ptr, w_pos = ranges_csr(lo, hi)
+        w_row = rows[order][w_pos]
+        w_item = np.repeat(self.window_item_, np.diff(w_ptr))
+        counts = sp.csr_matrix(
+            (np.ones(w_row.shape[0] + h_row.shape[0], np.float32),
+             (local[np.concatenate([w_row, h_row])], np.concatenate([w_item, h_item]))),
+            shape=(rows.shape[0], self.item_factors_.shape[0]))
+        counts.sum_duplicates()
+        with threadpool_limits(1, "blas"):
+            vectors = self._als(self.user_factors_, self.item_factors_).recalculate_user(
+                np.arange(rows.shape[0]), counts)
+        return np.asarray(vectors, np.float32), rows
+
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
+              history=None):
         known = np.flatnonzero(user_index >= 0)
-        queries = self.user_factors_[user_index[known]]
+        queries = np.zeros((user_index.shape[0], self.user_factors_.shape[1]), np.float32)
+        queries[known] = self.user_factors_[user_index[known]]
+        if history is not None and history.items.size:
+            folded, folded_rows = self._folded_in(user_index, history)
+            queries[folded_rows] = folded
         has_vector = _nonzero_rows(queries, np.arange(queries.shape[0]))
-        rows = known[has_vector]
+        rows = np.flatnonzero(has_vector)
         if rows.size == 0 or self.candidate_items_.size == 0:
             return
         queries = queries[has_vector]

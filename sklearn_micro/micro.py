@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._gibbs import MIN_PARTITION_WORK, build_layout, partitions_for, run_chain
 from ._held_out import TrainingLog, select_personal_weight, select_phi_decay
 from ._kernels import numba_threads
+from ._kernels.csr import keep_entries
 from ._kernels.selection import fill_remainder
 from ._kernels.topm import (
     group_by_interest,
@@ -46,6 +47,7 @@ from ._micro_state import (
     training_interests,
     user_mixtures,
 )
+from ._online import MiCROOnline, recent_with_history
 from ._parallel import resolve_n_jobs
 from .base import RecommenderMixin, SeenItems, csr_rows
 
@@ -57,7 +59,7 @@ def _numba_threads(n_jobs):
     return numba_threads(resolve_n_jobs(n_jobs))
 
 
-class MiCRO(RecommenderMixin, BaseEstimator):
+class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     """Multi-interest candidate retrieval that adapts online to new items and trends.
 
     Each user is a mixture ``theta_u`` over a sparse set of interests (the support, taken
@@ -238,6 +240,20 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``; the defaults are
       "learned" and "auto".
 
+    At request time (docs: "Online use"), ``recommend(..., history=...)`` answers from the
+    state and a user's engagements since the latest chunk, without changing the model:
+    each history engagement adds one to ``N[u, k]`` for its item's main interest
+    (``item_interest_``; an interest outside the support joins it, as the sampler gives a
+    user new in a chunk the interests of its items), and with ``personal_weight_ > 0``
+    joins the user's recent items, weighing what an engagement of the next chunk would
+    (``1 / personal_decay`` against the latest chunk's 1). An item without an interest
+    counts for the personal component and ``exclude_seen`` only. `similar_items` ranks
+    from an item's own mixture over interests; `explain` splits scores into their terms.
+
+    `partial_fit` samples on a copy of the state and publishes the new one in one swap,
+    so `recommend`, `similar_items` and `explain` on other threads see the state before a
+    chunk or after it, never a mix.
+
     Examples
     --------
     >>> import numpy as np
@@ -395,6 +411,10 @@ class MiCRO(RecommenderMixin, BaseEstimator):
 
         Items never seen before are welcome. Every chunk must be newer than the latest chunk
         seen so far. The call is all or nothing: if it fails, the model is left as it was.
+        The new state is built on a copy and published in one swap, so `recommend`,
+        `similar_items` and `explain` may run on other threads meanwhile (they answer
+        from the state before until the swap); call ``partial_fit`` itself from one thread
+        at a time.
 
         Parameters
         ----------
@@ -412,23 +432,21 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             "MiCRO.partial_fit needs a fitted model: call fit on the training log (or the "
             "Pipeline) first."))
         self._validate_params()
+        # the chunks are sampled on a copy (its own random stream) and the new state is
+        # published in one swap: readers on other threads see the state before or after
+        work = self._published()
         log = check_log(X)
         first = int(log.chunk.min())
-        if first <= self.latest_chunk_:
+        if first <= work.latest_chunk_:
             raise ValueError(
-                f"partial_fit takes chunks newer than the latest chunk {self.latest_chunk_}; "
+                f"partial_fit takes chunks newer than the latest chunk {work.latest_chunk_}; "
                 f"got chunk {first}."
             )
-        snapshot = self.__dict__.copy()
-        rng_state = self.random_state_.get_state()
-        try:
-            for chunk, rows in iter_chunks(log.chunk):
-                self._sample_chunk(chunk, log.take(rows))
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(snapshot)
-            self.random_state_.set_state(rng_state)
-            raise
+        base = work.__dict__
+        work.__dict__ = dict(base, random_state_=copy.deepcopy(base["random_state_"]))
+        for chunk, rows in iter_chunks(log.chunk):
+            work._sample_chunk(chunk, log.take(rows))
+        self._publish(work.__dict__, replacing=base)
         return self
 
     def _sample_chunk(self, chunk: int, log: EngagementLog) -> None:
@@ -530,11 +548,14 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                          self.recent_weight_[keep] * np.float32(self.personal_decay ** age),
                          new))
 
-    def _recent_scores(self, user_index):
+    def _recent_scores(self, user_index, history=None):
         """CSR (indptr, items, r_u) of the users' recent items, ``r_u`` normalized per user
-        (distinct items per row, sorted); empty rows for unknown users."""
-        return recent_distributions(self.recent_indptr_, self.recent_item_,
-                                    self.recent_weight_, user_index)
+        (distinct items per row, sorted); empty rows for unknown users. A ``history``
+        engagement weighs what an engagement of the next chunk would (``1 /
+        personal_decay``, the latest chunk's weighing 1)."""
+        return recent_with_history(self.recent_indptr_, self.recent_item_,
+                                   self.recent_weight_, user_index, history,
+                                   1.0 / self.personal_decay, recent_distributions)
 
     def paper_model(self) -> MiCRO:
         """The paper's exact model in the state this one's sampler reached.
@@ -590,27 +611,25 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         return user_mixtures(self.support_indptr_, self.support_interest_,
                              self.support_count_, user_index, self.alpha)
 
-    def _recommend(self, user_index, m, seen):
-        indptr, k, theta = self._theta(user_index)
-        weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
+    def _recommend(self, user_index, m, seen, history=None, *, within=None):
+        indptr, k, theta = self._mixtures(user_index, history)
+        chunk = self._grouped_chunk() if within is None else self._chunk_within(within)
         if self.personal_weight_ > 0:
-            return self._recommend_personal(user_index, m, seen, indptr, k, weight, base)[:2]
-        with _numba_threads(self.n_jobs) as threads:
-            chunk = self._grouped_chunk()
-            items, scores, n_filled = mixture_topm(
-                indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
-                chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
-                threads)
-        return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen)
+            weight, base = interest_weights(indptr, k, theta, self.beta,
+                                             LatestChunk.of(self))
+            return self._recommend_personal(user_index, m, seen, indptr, k, weight, base,
+                                            history=history, chunk=chunk,
+                                            within=within)[:2]
+        return self._rank_mixtures(indptr, k, theta, m, seen, chunk=chunk)
 
-    def _fill_by_popularity(self, items, scores, n_filled, indptr, base, seen):
+    def _fill_by_popularity(self, items, scores, n_filled, indptr, base, seen, chunk=None):
         """Fill the slots `mixture_topm` left (`fill_remainder`) with the latest chunk's
         items by popularity: scored by their share for users without interests, by
         ``base`` alone for the others."""
-        pop = self.popular_order_
-        pop_order = self.chunk_items_[pop]
+        chunk = self._grouped_chunk() if chunk is None else chunk
+        pop_order = chunk["items"][chunk["popular_order"]]
         unseen = np.diff(indptr) == 0
-        share = self.chunk_item_count_[pop] / self.chunk_item_count_.sum()
+        share = chunk["share"][chunk["popular_order"]]
         for rows, pop_score in ((~unseen, np.zeros_like(share)), (unseen, share)):
             if rows.any():
                 sub_i, sub_s = items[rows], scores[rows]
@@ -724,21 +743,38 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         return state
 
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
-                            paper=False):
+                            paper=False, history=None, chunk=None, within=None):
         """Top-m of ``(1 - lam_u) * p_t(i|u) + lam_u * r_u(i)`` over the latest chunk's
         items and the users' recent items (`personal_topm`'s five arrays; the last three,
-        the paper's ranking from the same scatter, are empty without ``paper``)."""
-        r_ptr, r_item, r_u = self._recent_scores(user_index)
+        the paper's ranking from the same scatter, are empty without ``paper``); with
+        ``within``, over the items it holds (``chunk``: `_chunk_within`)."""
+        r_ptr, r_item, r_u = self._recent_scores(user_index, history)
         lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
+        if within is not None:
+            keep = within.holds(r_item)
+            r_ptr, r_item, r_u = keep_entries(r_ptr, keep), r_item[keep], r_u[keep]
         # users without interests are scored by popularity share, as in the paper's path
         share_weight = (np.diff(indptr) == 0).astype(np.float64)
-        chunk = self._grouped_chunk()
+        chunk = self._grouped_chunk() if chunk is None else chunk
         with _numba_threads(self.n_jobs) as threads:
             return personal_topm(
                 indptr, k, weight, base, share_weight, lam, r_ptr, r_item, r_u,
                 chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"], chunk["item_count"],
                 chunk["share"], chunk["items"], self.chunk_items_, chunk["local_of"],
                 chunk["popular_order"], seen[0], seen[1], m, threads, paper=paper)
+
+    def _rank_mixtures(self, indptr, k, theta, m, seen, *, chunk=None):
+        """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal
+        component), the remaining slots filled by popularity (``chunk``: the latest
+        chunk as `_grouped_chunk` or `_chunk_within` gives it)."""
+        weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
+        chunk = self._grouped_chunk() if chunk is None else chunk
+        with _numba_threads(self.n_jobs) as threads:
+            items, scores, n_filled = mixture_topm(
+                indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
+                chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
+                threads)
+        return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)
 
     # ---------------------------------------------------------- mixtures
 
