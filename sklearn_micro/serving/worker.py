@@ -1,0 +1,104 @@
+"""One update, in a process of its own: load the served file, take one chunk, save.
+
+``python -m sklearn_micro.serving.worker BASE CHUNK_FILE TMP FINAL FORMAT PARENT_PID``
+loads the model at BASE, runs ``partial_fit`` on the engagements of CHUNK_FILE (an ``.npz``
+of ``user``, ``item`` and ``chunk``), writes the result to TMP and renames it to FINAL, then
+prints one JSON line of timings. It runs at a lower priority than the service, and dies
+with it: a worker whose service is gone publishes nothing.
+
+The service starts one per chunk, so that the sampler's compiled kernels (which hold the
+GIL, on numba's threads) never run inside the process that answers requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+UPDATE_NICENESS = 10
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when the service's process ends (``kill -9`` too)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def partial_fit(estimator, log) -> None:
+    """``partial_fit`` of a recommender, or of a Pipeline ending in one (its other steps
+    transform the chunk)."""
+    from sklearn.pipeline import Pipeline
+
+    if not isinstance(estimator, Pipeline):
+        estimator.partial_fit(log)
+        return
+    Xt = log
+    for _, step in estimator.steps[:-1]:
+        if step is None or step == "passthrough":
+            continue
+        Xt = step.transform(Xt)
+    estimator[-1].partial_fit(Xt)
+
+
+def update(base: Path, chunk_file: Path, tmp: Path, final: Path, fmt: str,
+           parent: int) -> dict:
+    from sklearn_micro import EngagementLog
+    from sklearn_micro.persistence import dump, load
+
+    from .snapshots import publish
+
+    seconds = {}
+    start = time.perf_counter()
+    model = load(base, format=fmt)
+    seconds["load"] = time.perf_counter() - start
+    with np.load(chunk_file) as data:
+        log = EngagementLog(data["user"], data["item"], data["chunk"])
+    start = time.perf_counter()
+    partial_fit(model, log)
+    seconds["partial_fit"] = time.perf_counter() - start
+    start = time.perf_counter()
+    dump(model, tmp, format=fmt)
+    seconds["save"] = time.perf_counter() - start
+    if os.getppid() != parent:
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError("the service stopped during the update; nothing was published")
+    publish(tmp, final)
+    return {"path": str(final), "seconds": seconds}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    base, chunk_file, tmp, final, fmt, parent = argv
+    _die_with_parent()
+    if os.getppid() != int(parent):
+        return 3
+    try:
+        os.nice(UPDATE_NICENESS)
+    except OSError:
+        pass
+    try:
+        result = update(Path(base), Path(chunk_file), Path(tmp), Path(final), fmt,
+                        int(parent))
+    except Exception as exc:  # reported to the service, which keeps serving
+        Path(tmp).unlink(missing_ok=True)
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
