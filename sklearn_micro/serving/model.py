@@ -150,7 +150,9 @@ class ServedModel:
         kwargs = {} if req.history is None else {"history": req.history}
         answer = self.recommender.explain(req.user, as_id_array(req.items, self.item_kind),
                                           **kwargs)
-        return {"user": req.user, "items": list(req.items), "explanations": jsonable(answer)}
+        if not hasattr(answer, "contributions"):
+            return {"user": req.user, "explanation": jsonable(answer)}
+        return explanation_json(req.user, req.items, answer)
 
     def warm(self) -> None:
         """Run each kernel once, so that numba compiles (or loads its cache) now rather than
@@ -191,6 +193,31 @@ def _split(items: np.ndarray, scores: np.ndarray, sizes: list[int]) -> list[dict
                     else it.tolist(),
                     "scores": np.ascontiguousarray(scores[rows])})
     return out
+
+
+def explanation_json(user, items: list, why) -> dict:
+    """MiCRO's explanation as JSON: the user's mixture, then per item its score and its
+    terms, ``score = sum(term weights) + popularity + personal``; an item the model does
+    not rank for the user has a null score and no terms."""
+    interests = why.interests.tolist()
+    out = []
+    for j, item in enumerate(items):
+        score = float(why.scores[j])
+        row = why.contributions[j]
+        order = np.argsort(-row, kind="stable")
+        out.append({
+            "item": item,
+            "score": score if math.isfinite(score) else None,
+            "terms": [{"interest": interests[q], "weight": float(row[q])} for q in order
+                      if row[q] != 0],
+            "popularity": float(why.popularity[j]),
+            "personal": float(why.personal[j]),
+        })
+    return {"user": user,
+            "interests": [{"interest": k, "weight": float(w)}
+                          for k, w in zip(interests, why.weights.tolist(), strict=True)],
+            "personal_weight": float(why.personal_weight),
+            "items": out}
 
 
 def jsonable(value):
