@@ -90,12 +90,12 @@ def start_server(model_path: Path, state: Path, port: int, update_in: str, log_f
     shutil.rmtree(state, ignore_errors=True)
     if update_in == "process":
         command = [sys.executable, "-m", "sklearn_micro.cli", "serve", str(model_path),
-                   "--port", str(port), "--state-dir", str(state), "--log-level", "warning"]
+                   "--port", str(port), "--state-dir", str(state), "--log-level", "info"]
     else:
         command = [sys.executable, "-c",
                    "import sys; from sklearn_micro.serving import run; "
                    "run(sys.argv[1], port=int(sys.argv[2]), state_dir=sys.argv[3], "
-                   "log_level='warning', update_in_process=True)",
+                   "log_level='info', update_in_process=True)",
                    str(model_path), str(port), str(state)]
     proc = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
     end = time.monotonic() + 600
@@ -167,12 +167,14 @@ async def load_phase(port, bodies, n_connections, seconds, *, chunk=None):
     stop.set()
     await asyncio.gather(*tasks)
     span = [lat for start, lat in latencies if window[0] <= start <= window[1]]
+    trace = np.array([(start - window[0], lat) for start, lat in latencies
+                      if window[0] <= start <= window[1]])
     wall = seconds if chunk is None else update
     lat = np.array(span) * 1000
     return {"requests": len(span), "per_second": len(span) / wall,
             "p50": float(np.percentile(lat, 50)) if lat.size else np.nan,
             "p99": float(np.percentile(lat, 99)) if lat.size else np.nan,
-            "errors": len(errors), "update_seconds": update}
+            "errors": len(errors), "update_seconds": update, "trace": trace}
 
 
 def bodies_of(users, n_users, m, count, seed):
@@ -192,6 +194,10 @@ def main(argv=None):
     parser.add_argument("--connections", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("-m", type=int, default=100)
     parser.add_argument("--update-in", choices=["process", "thread"], default="process")
+    parser.add_argument("--phases", nargs="+", choices=["load", "update"],
+                        default=["load", "update"], help="the rows to run (default: both)")
+    parser.add_argument("--trace", default=None, metavar="NPZ",
+                        help="save every latency of the update rows (start, seconds) here")
     parser.add_argument("--work", default="/tmp/micro-serve-bench",
                         help="folder of the cached model and the server's state")
     args = parser.parse_args(argv)
@@ -213,19 +219,25 @@ def main(argv=None):
         try:
             for kind, bodies in kinds.items():
                 asyncio.run(load_phase(port, bodies, 4, 2.0))  # warm the connections
-                for n in args.connections:
+                for n in args.connections if "load" in args.phases else ():
                     rows.append((kind, n, "no", asyncio.run(
                         load_phase(port, bodies, n, args.seconds))))
-                    print(rows[-1], flush=True)
-            for (kind, bodies), chunk in zip(kinds.items(), chunks, strict=False):
+                    print(rows[-1][:3], {k: v for k, v in rows[-1][3].items()
+                                         if k != "trace"}, flush=True)
+            for (kind, bodies), chunk in zip(kinds.items() if "update" in args.phases else (),
+                                             chunks, strict=False):
                 body = {"chunk": int(chunk.chunk[0]), "user": chunk.user.tolist(),
                         "item": chunk.item.tolist()}
                 rows.append((kind, 16, "yes", asyncio.run(
                     load_phase(port, bodies, 16, None, chunk=body))))
-                print(rows[-1], flush=True)
+                print(rows[-1][:3], {k: v for k, v in rows[-1][3].items() if k != "trace"},
+                      flush=True)
         finally:
             proc.terminate()
             proc.wait(30)
+    if args.trace:
+        np.savez(args.trace, **{f"{kind} {n}": r["trace"] for kind, n, during, r in rows
+                                if during == "yes"})
     print(f"\nupdates applied in a {args.update_in}; m = {args.m}; {args.seconds:g} s per "
           f"row without an update\n")
     print("| request | connections | during an update | requests/s | p50 ms | p99 ms | "

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 
 import numpy as np
+import pandas as pd
 import pytest
 from recommender_checks import make_log
 
@@ -24,6 +25,9 @@ for _name in ("starlette", "uvicorn", "prometheus_client", "orjson", "skops"):
 
 X_TRAIN, X_NEXT = make_log(5)
 CHUNKS = [X_NEXT[X_NEXT.chunk == c] for c in sorted(X_NEXT.chunk.unique())]
+# the chunk whose update is killed: its engagements many times over, so that its sampling
+# lasts well beyond the moment of the kill
+LONG = pd.concat([CHUNKS[1]] * 3000, ignore_index=True)
 USERS = [*X_TRAIN.user.unique()[:8].tolist(), *X_NEXT.user.unique()[-2:].tolist(), 7]
 START_TIMEOUT = 240.0
 UPDATE_TIMEOUT = 240.0
@@ -123,9 +127,9 @@ def test_serve_update_kill_restart(tmp_path):
         after_first = copy.deepcopy(model).partial_fit(CHUNKS[0])
         _assert_answers(server, after_first)
 
-        # kill -9 once the second update is under way (its chunk file is written and the
-        # worker started), before it is live
-        assert server.call("/chunks", _chunk_body(CHUNKS[1]))[0] == 202
+        # kill -9 once the second update is under way (its chunk file is written and handed
+        # to the update process), before it is live
+        assert server.call("/chunks", _chunk_body(LONG))[0] == 202
         end = time.monotonic() + 60
         while not list(state.glob(".tmp-chunk-*")) and time.monotonic() < end:
             time.sleep(0.01)
@@ -140,8 +144,8 @@ def test_serve_update_kill_restart(tmp_path):
         _assert_answers(server, after_first)
 
         # the lost chunk is sent again, and takes
-        assert server.call("/chunks", _chunk_body(CHUNKS[1]))[0] == 202
+        assert server.call("/chunks", _chunk_body(LONG))[0] == 202
         server.wait_chunk(second)
-        _assert_answers(server, after_first.partial_fit(CHUNKS[1]))
+        _assert_answers(server, after_first.partial_fit(LONG))
     finally:
         server.stop()

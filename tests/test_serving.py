@@ -49,7 +49,10 @@ def model_file(micro, tmp_path):
 
 @pytest.fixture
 def client(model_file):
-    with TestClient(create_app(model_file, limits=LIMITS, queue_size=2)) as c:
+    """The service, applying updates on a thread (the update process is tested on its own:
+    `test_chunk_is_saved_then_swapped_in` and tests/test_serve_process.py)."""
+    with TestClient(create_app(model_file, limits=LIMITS, queue_size=2,
+                               update_in_process=True)) as c:
         yield c
 
 
@@ -112,7 +115,7 @@ def test_concurrent_requests_are_batched_and_equal(model_file, micro):
                "exclude_seen": j % 3 == 0} for j in range(24)]
 
     async def run():
-        service = Service(model_file, limits=LIMITS, batch_wait=0.01)
+        service = Service(model_file, limits=LIMITS, batch_wait=0.01, update_in_process=True)
         app = create_app(service=service)
         await service.start()
         try:
@@ -210,7 +213,7 @@ def test_unknown_path_and_method_are_json_4xx(client):
 
 def test_endpoint_the_model_cannot_answer(tmp_path):
     path = dump(PopularityRecommender().fit(X_TRAIN), tmp_path / "popularity.skops")
-    with TestClient(create_app(path)) as c:
+    with TestClient(create_app(path, update_in_process=True)) as c:
         got = c.post("/explain", json={"user": 1000, "items": [5000]})
         assert got.status_code == 422 and "explain" in got.json()["error"]
         assert c.post("/recommend", json={"users": [1000], "m": 3}).status_code == 200
@@ -222,7 +225,7 @@ def test_string_ids(tmp_path):
     path = dump(model, tmp_path / "popularity.skops")
     users = ["1000", "nobody"]
     m = len(model.item_ids_) + 2
-    with TestClient(create_app(path)) as c:
+    with TestClient(create_app(path, update_in_process=True)) as c:
         answer = c.post("/recommend", json={"users": users, "m": m}).json()
         assert answer == _as_answer(*model.recommend(users, m))
         assert answer["items"][0][-1] == "" and answer["scores"][0][-1] is None
@@ -250,7 +253,12 @@ def test_metrics_and_openapi(client):
 # ------------------------------------------------------------------ updates
 
 
-def test_chunk_is_saved_then_swapped_in(client, micro, model_file):
+def test_chunk_is_saved_then_swapped_in(micro, model_file):
+    with TestClient(create_app(model_file)) as client:
+        _check_saved_then_swapped_in(client, micro, model_file)
+
+
+def _check_saved_then_swapped_in(client, micro, model_file):
     first, second = CHUNKS[0], CHUNKS[1]
     got = client.post("/chunks", json=_body(first))
     assert got.status_code == 202 and got.json()["queued"] == [4]

@@ -137,7 +137,7 @@ class Service:
 
     async def start(self) -> None:
         self.batcher.start()
-        self.updater.start()
+        await self.updater.start()
 
     async def stop(self) -> None:
         await self.updater.stop()

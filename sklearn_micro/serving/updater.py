@@ -1,16 +1,19 @@
 """The update loop: queued chunks applied one at a time, saved, then swapped in.
 
-For each chunk, a worker process (`sklearn_micro.serving.worker`) loads the file of the
-model being served, runs ``partial_fit`` on the chunk and saves the result as the chunk's
-snapshot (a temporary file renamed into place). The service then loads that snapshot,
-runs its kernels once, and swaps it in: one reference, so a request is answered by the
-model before the chunk or the one after it, never a mix. Meanwhile requests are answered by
-the model before. A failed update leaves that model serving and is kept as ``last_error``.
+For each chunk, the update process (`sklearn_micro.serving.worker`, started with the
+service and kept) loads the file of the model being served, runs ``partial_fit`` on the
+chunk and saves the result as the chunk's snapshot (a temporary file renamed into place).
+The service then loads that snapshot, runs its kernels once, and swaps it in: one
+reference, so a request is answered by the model before the chunk or the one after it,
+never a mix. Meanwhile requests are answered by the model before. A failed update leaves
+that model serving and is kept as ``last_error``; an update process that died is started
+again for the next chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -63,8 +66,11 @@ class Updater:
         self._queue: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None
         self._io = ThreadPoolExecutor(1, thread_name_prefix="micro-update")
+        self._worker: asyncio.subprocess.Process | None = None
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        if not self.in_process:
+            await self._start_worker()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -74,6 +80,7 @@ class Updater:
                 await self._task
             except asyncio.CancelledError:
                 pass
+        await self._stop_worker()
         self._io.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, req: ChunkRequest) -> None:
@@ -112,13 +119,13 @@ class Updater:
                                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
                 self.service.metrics.updates.labels("failed").inc()
             else:
-                self.last_error = None
                 self.last_seconds = time.perf_counter() - start
                 self.service.metrics.updates.labels("applied").inc()
                 self.service.metrics.update_seconds.observe(self.last_seconds)
                 log.info("chunk %s is live (%.1f s)", req.chunk, self.last_seconds)
             finally:
-                self.queued.remove(req.chunk)
+                if req.chunk in self.queued:
+                    self.queued.remove(req.chunk)
                 self.service.metrics.queued.set(len(self.queued))
 
     async def _apply(self, req: ChunkRequest) -> None:
@@ -128,6 +135,8 @@ class Updater:
         tmp = self.snapshots.temporary()
         final = self.snapshots.path(req.chunk)
         fmt = "skops" if self.snapshots.suffix == ".skops" else "pickle"
+        steps = {}
+        start = time.perf_counter()
         try:
             await loop.run_in_executor(self._io, self._write_chunk, req, base, chunk_file)
             if self.in_process:
@@ -138,15 +147,25 @@ class Updater:
         finally:
             chunk_file.unlink(missing_ok=True)
             tmp.unlink(missing_ok=True)
+        steps["sampled and saved"] = time.perf_counter() - start
         try:
+            start = time.perf_counter()
             served = await loop.run_in_executor(
                 self._io, lambda: ServedModel.of(load(final, format=fmt), final))
+            steps["loaded"] = time.perf_counter() - start
+            start = time.perf_counter()
             await self.service.warm(served)
+            steps["warmed"] = time.perf_counter() - start
         except Exception:
             final.unlink(missing_ok=True)  # a restart must not serve what failed to load
             raise
+        # what /health shows changes at once with the model
+        self.last_error = None
+        self.queued.remove(req.chunk)
         self.service.swap(served)
         await loop.run_in_executor(self._io, self.snapshots.prune)
+        log.info("chunk %s: %s", req.chunk, ", ".join(f"{name} in {seconds:.2f} s"
+                                                    for name, seconds in steps.items()))
 
     @staticmethod
     def _write_chunk(req: ChunkRequest, base: ServedModel, path) -> None:
@@ -155,19 +174,32 @@ class Updater:
                      item=as_id_array(req.item, base.item_kind),
                      chunk=np.full(len(req.user), req.chunk, dtype=np.int64))
 
-    @staticmethod
-    async def _run_worker(base: ServedModel, chunk_file, tmp, final, fmt) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "sklearn_micro.serving.worker", str(base.path),
-            str(chunk_file), str(tmp), str(final), fmt, str(os.getpid()),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        try:
-            out, err = await proc.communicate()
-        except asyncio.CancelledError:
-            proc.kill()
-            raise
-        if proc.returncode != 0:
-            lines = err.decode(errors="replace").strip().splitlines()
-            raise UpdateFailed(lines[-1] if lines else
-                               f"the update process ended with code {proc.returncode}")
-        log.debug("update: %s", out.decode(errors="replace").strip())
+    async def _run_worker(self, base: ServedModel, chunk_file, tmp, final, fmt) -> None:
+        if self._worker is None or self._worker.returncode is not None:
+            await self._start_worker()
+        job = {"base": str(base.path), "chunk_file": str(chunk_file), "tmp": str(tmp),
+               "final": str(final), "format": fmt}
+        self._worker.stdin.write((json.dumps(job) + "\n").encode())
+        await self._worker.stdin.drain()
+        line = await self._worker.stdout.readline()
+        if not line:
+            code = await self._worker.wait()
+            self._worker = None
+            raise UpdateFailed(f"the update process ended with code {code}")
+        answer = json.loads(line)
+        if not answer["ok"]:
+            raise UpdateFailed(answer["error"])
+        log.debug("update: %s", answer)
+
+    async def _start_worker(self) -> None:
+        """Start the update process (it imports while the service answers)."""
+        self._worker = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sklearn_micro.serving.worker", str(os.getpid()),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+
+    async def _stop_worker(self) -> None:
+        proc, self._worker = self._worker, None
+        if proc is None or proc.returncode is not None:
+            return
+        proc.kill()  # idle, or its update was given up: nothing of it is published
+        await proc.wait()

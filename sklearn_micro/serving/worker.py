@@ -1,13 +1,16 @@
-"""One update, in a process of its own: load the served file, take one chunk, save.
+"""The process that applies updates: load the served file, take one chunk, save.
 
-``python -m sklearn_micro.serving.worker BASE CHUNK_FILE TMP FINAL FORMAT PARENT_PID``
-loads the model at BASE, runs ``partial_fit`` on the engagements of CHUNK_FILE (an ``.npz``
-of ``user``, ``item`` and ``chunk``), writes the result to TMP and renames it to FINAL, then
-prints one JSON line of timings. It runs at a lower priority than the service, and dies
+``python -m sklearn_micro.serving.worker PARENT_PID`` reads one job a line on its standard
+input, a JSON object with ``base`` (the file of the model being served), ``chunk_file``
+(an ``.npz`` of ``user``, ``item`` and ``chunk``), ``tmp``, ``final`` and ``format``: it loads
+the model at ``base``, runs ``partial_fit`` on the chunk, writes the result to ``tmp`` and
+renames it to ``final``, then answers one JSON line, ``{"ok": true, "seconds": {...}}`` or
+``{"ok": false, "error": "..."}``. It runs at a lower priority than the service, and dies
 with it: a worker whose service is gone publishes nothing.
 
-The service starts one per chunk, so that the sampler's compiled kernels (which hold the
-GIL, on numba's threads) never run inside the process that answers requests.
+The service keeps one such process, so that the sampler's compiled kernels (which hold the
+GIL, on numba's threads) never run inside the process that answers requests, while the
+interpreter's start, the imports and the loading of compiled kernels are paid once.
 """
 
 from __future__ import annotations
@@ -81,22 +84,27 @@ def update(base: Path, chunk_file: Path, tmp: Path, final: Path, fmt: str,
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    base, chunk_file, tmp, final, fmt, parent = argv
+    parent = int(argv[0])
     _die_with_parent()
-    if os.getppid() != int(parent):
+    if os.getppid() != parent:
         return 3
     try:
         os.nice(UPDATE_NICENESS)
     except OSError:
         pass
-    try:
-        result = update(Path(base), Path(chunk_file), Path(tmp), Path(final), fmt,
-                        int(parent))
-    except Exception as exc:  # reported to the service, which keeps serving
-        Path(tmp).unlink(missing_ok=True)
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result), flush=True)
+    import sklearn_micro.persistence  # noqa: F401  (the imports, before the first job)
+
+    for line in sys.stdin:
+        job = json.loads(line)
+        try:
+            answer = {"ok": True, **update(
+                Path(job["base"]), Path(job["chunk_file"]), Path(job["tmp"]),
+                Path(job["final"]), job["format"], parent)}
+        except Exception as exc:  # reported to the service, which keeps serving
+            Path(job["tmp"]).unlink(missing_ok=True)
+            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
     return 0
 
 
