@@ -1,6 +1,8 @@
 """sklearn-micro: MiCRO, multi-interest candidate retrieval online, as scikit-learn estimators."""
 
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log
+from ._online import Explanation
+from ._version import __version__ as __version__
 from .baselines import (
     ALSRecommender,
     ANNRecommender,
@@ -16,6 +18,7 @@ __all__ = [
     "ANNRecommender",
     "EmbeddedLog",
     "EngagementLog",
+    "Explanation",
     "GraphEmbedder",
     "MiCRO",
     "PopularityRecommender",
@@ -24,5 +27,3 @@ __all__ = [
     "Vocabulary",
     "check_log",
 ]
-
-__version__ = "0.1.0"

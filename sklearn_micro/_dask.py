@@ -51,48 +51,17 @@ from __future__ import annotations
 import copy
 import logging
 import pickle
-import sys
 from contextlib import contextmanager
 from uuid import uuid4
 
 import numpy as np
-from joblib import effective_n_jobs
-from joblib.parallel import get_active_backend
 
-from ._gibbs import sample_partition
-from .base import SeenItems
+from ._parallel import active_client
+from ._request import is_aligned, parse_request
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = "10 minutes"
-
-
-def active_client():
-    """The Dask client of joblib's active Dask backend, or None outside one."""
-    module = sys.modules.get("joblib._dask")  # imported when the backend is chosen
-    if module is None:
-        return None
-    backend, _ = get_active_backend()
-    return backend.client if isinstance(backend, module.DaskDistributedBackend) else None
-
-
-def resolve_n_jobs(n_jobs: int | None) -> int:
-    """``n_jobs`` as a number: the partitions of a chunk's users, and the threads of the
-    numba kernels that run where the estimator is.
-
-    Outside joblib's Dask backend, joblib's effective ``n_jobs``. Inside it, ``n_jobs``
-    (or the ``n_jobs`` of ``parallel_config``) when it is a positive integer, so that a
-    chain depends neither on the cluster's size nor on workers lost on the way; None or a
-    negative value means the cluster's worker threads at the time of the call (joblib's
-    meaning there).
-    """
-    if active_client() is None:
-        return effective_n_jobs(n_jobs)
-    if n_jobs is None:
-        n_jobs = get_active_backend()[1]
-    if n_jobs is not None and n_jobs > 0:
-        return int(n_jobs)
-    return effective_n_jobs(-1)
 
 
 def sweep_timeout() -> float:
@@ -125,11 +94,12 @@ def _off_worker_thread():
 
 
 @contextmanager
-def on_cluster(client, layout, partitions):
+def on_cluster(client, layout, partitions, sample_partition):
     """Hold each partition's arrays on a worker inside the block; yields
-    ``sweep(seeds, counts, z, beta, i_beta)``, which returns what `sample_partition`
-    returns for each partition, in order."""
-    sweeps = ClusterSweeps(client, layout, partitions)
+    ``sweep(seeds, counts, z, beta, i_beta)``, which returns what ``sample_partition``
+    (the sampler's sweep of one partition, run on the workers) returns for each
+    partition, in order."""
+    sweeps = ClusterSweeps(client, layout, partitions, sample_partition)
     try:
         with _off_worker_thread():
             yield sweeps
@@ -147,13 +117,16 @@ class ClusterSweeps:
     partitions : list of Partition
         Of ``layout``; partition ``p`` is held first on the ``p % n``-th of the cluster's
         ``n`` workers (by address), and may move if that worker is lost.
+    sample_partition : callable
+        ``sklearn_micro._gibbs.sample_partition``, run on each partition.
     """
 
-    def __init__(self, client, layout, partitions):
+    def __init__(self, client, layout, partitions, sample_partition):
         import dask.config
 
         self.client = client
         self.partitions = partitions
+        self.sample_partition = sample_partition
         self.timeout = sweep_timeout()
         self.tag = uuid4().hex[:10]
         self.n_sweeps = 0
@@ -181,8 +154,8 @@ class ClusterSweeps:
         interest_count = _narrow(counts.interest_count)
         inputs = [(_narrow(z[part.engagements]), _narrow(counts.entry_count[part.entries]))
                   for part in self.partitions]
-        futures = [self.client.submit(_sweep_held, held, seed, z_p, entry_count,
-                                      interest_count, beta, i_beta,
+        futures = [self.client.submit(_sweep_held, self.sample_partition, held, seed, z_p,
+                                      entry_count, interest_count, beta, i_beta,
                                       key=f"micro-sweep-{self.tag}-s{s}-p{p}")
                    for p, (held, seed, (z_p, entry_count)) in enumerate(zip(
                        self.held, seeds, inputs, strict=True))]
@@ -230,7 +203,8 @@ def _hold_partition(engagement_user, entry_ptr, entry_of, support_ptr, support_i
             support_interest.astype(np.int32), support_prior)
 
 
-def _sweep_held(held, seed, z, entry_count, interest_count, beta, i_beta):
+def _sweep_held(sample_partition, held, seed, z, entry_count, interest_count, beta,
+                i_beta):
     """One sweep of a held partition (on a worker): the new ``z``, the change of
     ``N[k, t]`` and how many ``z`` changed. The (item, interest) counts' changes are the
     moves of ``z``, which the client merges."""
@@ -333,7 +307,7 @@ def _recommender_to_ship(recommender, exclude_seen: bool):
     if exclude_seen or not hasattr(recommender, "seen_items_"):
         return recommender
     shipped = copy.copy(recommender)
-    shipped.seen_items_ = SeenItems()
+    shipped.seen_items_ = type(recommender.seen_items_)()
     return shipped
 
 
@@ -377,12 +351,22 @@ def _map_recommender(client, recommender, function, blocks, *, exclude_seen: boo
     return results
 
 
-def _recommend_block(recommender, users, m, exclude_seen):
-    return recommender.recommend(users, m, exclude_seen=exclude_seen)
+def _recommend_block(recommender, users, m, exclude_seen, request=None):
+    return recommender.recommend(users, m, exclude_seen=exclude_seen, **(request or {}))
+
+
+def _request_block(request: dict, lo: int, hi: int) -> dict | None:
+    """The request's arguments for the users ``lo:hi``: lists aligned with the users are
+    sliced, flat ones travel whole."""
+    if not request:
+        return None
+    return {name: value[lo:hi] if is_aligned(value) else value
+            for name, value in request.items()}
 
 
 def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool = False,
-                         client=None, max_users: int = 1 << 14):
+                         exclude=None, allow=None, history=None, client=None,
+                         max_users: int = 1 << 14):
     """``recommender.recommend(users, m)`` by blocks of users on a Dask cluster's workers.
 
     Parameters
@@ -395,6 +379,9 @@ def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool
         Items per user.
     exclude_seen : bool, default=False
         As in ``recommend``; without it the seen items stay with the client.
+    exclude, allow, history : optional
+        As in ``recommend``: each block of users takes its own lists (a flat list travels
+        with every block).
     client : distributed.Client, optional
         By default the client of joblib's active Dask backend.
     max_users : int, default=16384
@@ -416,9 +403,14 @@ def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool
         users = users.reshape(1)
     if users.ndim != 1:
         raise ValueError(f"users must be a 1-D array of user ids; got shape {users.shape}.")
+    request = {name: value for name, value in
+               (("exclude", exclude), ("allow", allow), ("history", history))
+               if value is not None}
+    # the lists are checked here too, before any block leaves
+    parse_request(recommender.item_ids_, users.shape[0], **request)
     if users.size == 0:
         return empty
-    blocks = [(users[lo:hi], m, exclude_seen)
+    blocks = [(users[lo:hi], m, exclude_seen, _request_block(request, lo, hi))
               for lo, hi in _blocks(client, users.shape[0], smallest=_MIN_BLOCK_USERS,
                                     largest=max_users)]
     results = _map_recommender(client, recommender, _recommend_block, blocks,

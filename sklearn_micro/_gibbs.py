@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ._dask import on_cluster
 from ._kernels import numba_threads, sampler
+from ._parallel import active_client
 
 __all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "n_partitions",
            "partition_layout", "run_chain", "sample_partition"]
@@ -288,11 +290,9 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
     (`sklearn_micro._dask`), else on the threads of a pool kept for the chunk's sweeps.
     Yields ``sweep(seeds, counts, z, beta, i_beta)``, which returns `sample_partition`'s
     result for each partition, in order."""
-    from ._dask import active_client, on_cluster
-
     client = active_client() if len(partitions) > 1 else None
     if client is not None:
-        with on_cluster(client, layout, partitions) as sweep:
+        with on_cluster(client, layout, partitions, sample_partition) as sweep:
             yield sweep
         return
     # a pool of its own for the chunk: a sweep is a few milliseconds, and joblib's dispatch

@@ -12,9 +12,11 @@ Every recommender is a scikit-learn estimator with three verbs:
   first, as ``(items, scores)`` arrays of shape (n_users, m) in external ids.
 
 A subclass keeps its id vocabularies in ``user_ids_`` and ``item_ids_`` and implements
-``_recommend(user_index, m, seen)`` on internal indices (-1 for users it has never seen;
-``seen`` the CSR ``(indptr, items)`` of items to leave out, sorted per user),
-returning internal item indices padded with -1 and scores padded with -inf.
+``_recommend(user_index, m, seen, history=None)`` on internal indices (-1 for users it has
+never seen; ``seen`` the CSR ``(indptr, items)`` of items to leave out, sorted per user;
+``history`` the request's `ItemLists` or None), returning internal item indices padded with
+-1 and scores padded with -inf. ``_recommend_allowed`` ranks within allow lists; by default
+from a deeper ranking of ``_recommend``.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._dask import recommend_on_cluster
 from ._kernels import csr
 from ._log import as_ids, distinct
+from ._parallel import active_client
+from ._request import Request, allowed_top_m, parse_request, removed_items
 from .persistence import unversioned_state, versioned_state
 
 __all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "ranges_csr",
@@ -196,7 +201,8 @@ class RecommenderMixin:
         tags.target_tags.required = False
         return tags
 
-    def recommend(self, users, m: int = 100, *, exclude_seen: bool = False):
+    def recommend(self, users, m: int = 100, *, exclude_seen: bool = False, exclude=None,
+                  allow=None, history=None):
         """The ``m`` best items of the latest chunk for each user, best first.
 
         Parameters
@@ -209,7 +215,18 @@ class RecommenderMixin:
             or 10,000, whichever is larger (beyond the items known a row is padding).
         exclude_seen : bool, default=False
             Leave out items the user has already engaged with (in any log given to ``fit``
-            or ``partial_fit``).
+            or ``partial_fit``, and in ``history``).
+        exclude : list of item ids, or list of lists of item ids, optional
+            Items never returned: a flat list for every user, or one list per user
+            (aligned with ``users``). Unknown ids are ignored.
+        allow : list of item ids, or list of lists of item ids, optional
+            Candidates restricted to these items, given as ``exclude`` is. Unknown ids are
+            ignored.
+        history : list of lists of item ids, optional
+            Per user (aligned with ``users``), the items engaged with since the latest
+            chunk, one id per engagement; unknown ids are ignored. The model answers from
+            its state and the history without changing; each recommender's docstring says
+            what it does with it.
 
         Returns
         -------
@@ -225,29 +242,73 @@ class RecommenderMixin:
             Before ``fit``.
         ValueError
             If ``m`` is out of range, ``users`` is not 1-D, or holds ids of another kind
-            than those seen in ``fit`` (or of mixed kinds).
+            than those seen in ``fit`` (or of mixed kinds); if ``exclude``, ``allow`` or
+            ``history`` is not a list of the kinds above, or holds ids of another kind.
 
         Notes
         -----
+        A user's eligible items are those the recommender ranks for the user without
+        filters, less ``exclude`` (and the seen items with ``exclude_seen``), within
+        ``allow``. Each row holds exactly ``m`` of them, in the order of the unfiltered
+        ranking, wherever at least ``m`` exist, and is padded only beyond them.
+
+        Thread safety: ``recommend`` reads the state that ``fit`` or ``partial_fit`` last
+        published, whole; ``partial_fit`` on another thread publishes its new state with
+        one reference swap, so a call sees the state before a chunk or after it, never a
+        mix.
+
         Inside ``joblib.parallel_config(backend="dask")`` with a ``distributed`` client,
         the users are ranked by blocks on the cluster's workers, with the same answer
         (`sklearn_micro._dask.recommend_on_cluster`).
         """
-        users = self._check_recommend(users, m, exclude_seen)
+        model = self._published()
+        users = model._check_recommend(users, m, exclude_seen)
+        request = parse_request(model.item_ids_, users.shape[0], exclude=exclude,
+                                allow=allow, history=history)
         if users.size == 0:
-            return self._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
-        from ._dask import active_client, recommend_on_cluster
-
+            return model._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
         client = active_client()
         if client is not None:
-            return recommend_on_cluster(self, users, m, exclude_seen=exclude_seen,
+            return recommend_on_cluster(model, users, m, exclude_seen=exclude_seen,
+                                        exclude=exclude, allow=allow, history=history,
                                         client=client)
-        user_index, seen = self._users_and_seen(users, exclude_seen)
-        items, scores = self._recommend(user_index, int(m), seen)
-        return self._external_items(items), scores
+        user_index, seen = model._users_and_seen(users, exclude_seen)
+        items, scores = model._answer(user_index, int(m), seen, request, exclude_seen)
+        return model._external_items(items), scores
 
-    def _check_recommend(self, users, m, exclude_seen) -> np.ndarray:
-        """`recommend`'s checks of its arguments; returns ``users`` as a 1-D array."""
+    def _answer(self, user_index, m, seen, request: Request, exclude_seen: bool):
+        """`recommend` on internal indices: ``seen`` with ``exclude`` (and the history,
+        with ``exclude_seen``) left out, within ``allow``."""
+        seen = removed_items(seen, request.exclude,
+                             request.history if exclude_seen else None)
+        if request.allow is None:
+            return self._recommend(user_index, m, seen, history=request.history)
+        return self._recommend_allowed(user_index, m, seen, request.allow, request.history)
+
+    def _recommend_allowed(self, user_index, m, seen, allow, history):
+        """`_recommend` within ``allow``: the allowed items of the full ranking, by ranking
+        deeper where a row's top ``m`` holds too few of them (`allowed_top_m`)."""
+        def rank(rows, depth, sub_seen):
+            return self._recommend(user_index[rows], depth, sub_seen,
+                                   history=None if history is None else history.rows(rows))
+
+        return allowed_top_m(rank, user_index.shape[0], m, seen, allow, len(self.item_ids_))
+
+    def _published(self):
+        """This recommender as ``partial_fit`` last published it: a view sharing the
+        state's attributes, read once, so that a reader holding it sees one state whole
+        while ``partial_fit`` builds the next one on another thread."""
+        view = object.__new__(type(self))
+        view.__dict__ = self.__dict__
+        return view
+
+    def _publish(self, state: dict) -> None:
+        """Make ``state`` (a new dict of attributes) this recommender's, in one swap."""
+        self.__dict__ = state
+
+    def _check_recommend(self, users, m, exclude_seen, *, name: str = "users") -> np.ndarray:
+        """`recommend`'s checks of its arguments; returns ``users`` (named ``name`` in
+        errors) as a 1-D array."""
         check_is_fitted(self, "item_ids_")
         if not isinstance(m, Integral) or isinstance(m, bool) or m < 1:
             raise ValueError(f"m must be an integer >= 1; got {m!r}.")
@@ -260,11 +321,12 @@ class RecommenderMixin:
             )
         if not isinstance(exclude_seen, (bool, np.bool_)):
             raise TypeError(f"exclude_seen must be True or False; got {exclude_seen!r}.")
-        users = as_ids(users, name="users")
+        users = as_ids(users, name=name)
         if users.ndim == 0:
             users = users.reshape(1)
         if users.ndim != 1:
-            raise ValueError(f"users must be a 1-D array of user ids; got shape {users.shape}.")
+            raise ValueError(
+                f"{name} must be a 1-D array of {name[:-1]} ids; got shape {users.shape}.")
         return users
 
     def _users_and_seen(self, users: np.ndarray, exclude_seen: bool):

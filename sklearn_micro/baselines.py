@@ -19,7 +19,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -28,6 +27,8 @@ from sklearn.utils.validation import check_is_fitted
 from ._kernels.ranking import place_neighbours, prefilter_block, prefilter_finish, top_m_sparse
 from ._kernels.topm import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
+from ._parallel import resolve_n_jobs
+from ._request import allowed_top_m, own_items, parse_request, removed_items
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
 from .embedding import blocked_als
 
@@ -62,6 +63,30 @@ def _seen_of_rows(seen_indptr: np.ndarray, seen_items: np.ndarray, rows: np.ndar
     """The seen-items CSR restricted to ``rows``."""
     indptr, positions = csr_rows(seen_indptr, rows)
     return indptr, seen_items[positions]
+
+
+def _with_history(indptr, items, scores, history):
+    """`RecentItemsRecommender`'s candidates (a CSR of distinct items per row with their
+    scores) with each row's history items scored as engaged in the chunk after the latest:
+    ``1 + n / (n + 1)``, ``n`` counting the window's engagements and the history's."""
+    n_rows = indptr.shape[0] - 1
+    row = np.repeat(np.arange(n_rows), np.diff(indptr))
+    h_row, h_item = history.pairs()
+    width = int(max(items.max(initial=0), h_item.max(initial=0))) + 1
+    h_key, h_count = np.unique(h_row * width + h_item, return_counts=True)
+    key = row * width + items
+    # a window score (c - latest) + n / (n + 1), c <= latest, holds n in its fraction
+    frac = scores - np.ceil(scores) + 1.0
+    both = np.isin(key, h_key)
+    n = h_count.astype(np.float64)
+    n[np.searchsorted(h_key, key[both])] += np.rint(frac[both] / (1.0 - frac[both]))
+    all_key = np.concatenate([key[~both], h_key])
+    all_scores = np.concatenate([scores[~both], 1.0 + n / (n + 1.0)])
+    all_row = all_key // width
+    order = np.argsort(all_row, kind="stable")
+    out = np.zeros(n_rows + 1, np.int64)
+    np.cumsum(np.bincount(all_row, minlength=n_rows), out=out[1:])
+    return out, (all_key % width)[order], all_scores[order]
 
 
 def _nonzero_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -197,8 +222,10 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
     def _derive(self, state: dict) -> None:
         """Recompute what recommend reads from the window."""
 
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items) -> None:
-        """Rank each user's own candidates into the first ``n_filled[r]`` slots."""
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
+              history=None) -> None:
+        """Rank each user's own candidates into the first ``n_filled[r]`` slots
+        (``history``: the request's `ItemLists`, or None)."""
 
     # -- fit and partial_fit ----------------------------------------------------------------
 
@@ -312,24 +339,24 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
             item_rank_=rank,
         )
         self._derive(state)
-        snapshot = self.__dict__.copy()
-        try:
-            for name, value in state.items():
-                setattr(self, name, value)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(snapshot)
-            raise
+        # one swap: readers on other threads see the state before or after, never a mix
+        self._publish({**self.__dict__, **state})
 
     # -- recommend ---------------------------------------------------------------------------
 
-    def _recommend(self, user_index, m, seen):
-        n = user_index.shape[0]
+    def _recommend(self, user_index, m, seen, history=None):
+        return self._ranked(user_index.shape[0], m, seen, lambda *out: self._rank(
+            user_index, *out, history=history))
+
+    def _ranked(self, n, m, seen, rank_own):
+        """Rows of ``m`` slots: ``rank_own(items, scores, n_filled, seen_indptr,
+        seen_items)`` fills each row's first slots with its own candidates, the latest
+        chunk's popularity the rest."""
         items = np.full((n, m), -1, np.int64)
         scores = np.full((n, m), -np.inf)
         n_filled = np.zeros(n, np.int64)
         seen_indptr, seen_items = seen
-        self._rank(user_index, items, scores, n_filled, seen_indptr, seen_items)
+        rank_own(items, scores, n_filled, seen_indptr, seen_items)
         last = scores[np.arange(n), np.maximum(n_filled - 1, 0)]
         fill_base = np.where(n_filled > 0, last, 0.0) - 1.0
         counts = self.popular_counts_
@@ -375,6 +402,13 @@ class PopularityRecommender(_WindowRecommender):
     RecentItemsRecommender : The user's own recent items first, then this ranking.
     MiCRO : Ranks the latest chunk's items within each user's interests.
 
+    Notes
+    -----
+    Request-time arguments of `recommend`: ``exclude`` and ``allow`` filter the ranking,
+    with exactly ``m`` eligible items wherever they exist. The ranking is the same for
+    every user, so ``history`` changes nothing in it; with ``exclude_seen`` its items
+    count as seen.
+
     Examples
     --------
     >>> import numpy as np
@@ -396,7 +430,7 @@ class PopularityRecommender(_WindowRecommender):
         state["ranking_items_"] = ranked.astype(np.int64)
         state["ranking_counts_"] = counts[ranked].astype(np.int64)
 
-    def _recommend(self, user_index, m, seen):
+    def _recommend(self, user_index, m, seen, history=None):
         n = user_index.shape[0]
         items = np.full((n, m), -1, np.int64)
         scores = np.full((n, m), -np.inf)
@@ -443,6 +477,15 @@ class RecentItemsRecommender(_WindowRecommender):
     PopularityRecommender : The same ranking for every user.
     MiCRO : Ranks the latest chunk's items within each user's interests.
 
+    Notes
+    -----
+    Request-time arguments of `recommend`: ``history`` items are the user's newest
+    recent items, as if engaged in the chunk after the latest: each scores ``1 + n /
+    (n + 1)``, ``n`` counting its engagements in the window and the history, above every
+    item of the window (a user never seen is ranked from the history alone). ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist.
+
     Examples
     --------
     >>> import numpy as np
@@ -475,10 +518,16 @@ class RecentItemsRecommender(_WindowRecommender):
         state["recent_item_"] = pairs_item
         state["recent_score_"] = score
 
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
+              history=None):
         indptr, positions = _rows_of(self.recent_user_, user_index)
+        own_items = self.recent_item_[positions]
+        own_scores = self.recent_score_[positions]
+        if history is not None and history.items.size:
+            indptr, own_items, own_scores = _with_history(indptr, own_items, own_scores,
+                                                          history)
         top_m_sparse(
-            indptr, self.recent_item_[positions], self.recent_score_[positions],
+            indptr, own_items, own_scores,
             self.item_rank_, seen_indptr, seen_items, items, scores, n_filled,
         )
 
@@ -550,6 +599,15 @@ class ANNRecommender(_WindowRecommender):
     GraphEmbedder : Provides the user vectors this recommender queries with.
     ALSRecommender : Factorizes the engagements itself and folds new items in.
 
+    Notes
+    -----
+    Request-time arguments of `recommend`: with a ``history``, a user is queried by their
+    unit vector plus the mean of the vectors of the history's items that have one (items
+    of the window), normalized; a user without a vector by that mean alone. ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist (with NNDescent, of the items its search finds). `similar_items` queries an
+    item's own vector.
+
     Examples
     --------
     >>> import numpy as np
@@ -591,9 +649,7 @@ class ANNRecommender(_WindowRecommender):
         self.n_jobs = n_jobs
 
     def _threads(self) -> int:
-        from joblib import effective_n_jobs
-
-        return max(1, effective_n_jobs(self.n_jobs))
+        return resolve_n_jobs(self.n_jobs)
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -692,14 +748,40 @@ class ANNRecommender(_WindowRecommender):
             )
         return self._index
 
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+    def _queries(self, user_index, history=None):
+        """The unit query vectors of the users that have one, and their rows: a user's own
+        vector, and with a ``history``, the user's unit vector plus the mean of the vectors
+        of the history's items that have one (a user without a vector: that mean alone)."""
         known = np.flatnonzero((user_index >= 0) & (user_index < self.user_vectors_.shape[0]))
-        queries = self.user_vectors_[user_index[known]]
-        norms = np.linalg.norm(queries, axis=1)
-        rows = known[norms > 0]
+        queries = np.zeros((user_index.shape[0], self.user_vectors_.shape[1]), np.float32)
+        mine = self.user_vectors_[user_index[known]]
+        norms = np.linalg.norm(mine, axis=1)
+        queries[known[norms > 0]] = mine[norms > 0] / norms[norms > 0, None]
+        if history is not None and history.items.size and self.candidate_items_.size:
+            row, item = history.pairs()
+            pos = np.minimum(np.searchsorted(self.candidate_items_, item),
+                             self.candidate_items_.shape[0] - 1)
+            has = self.candidate_items_[pos] == item
+            row, pos = row[has], pos[has]
+            sums = np.zeros_like(queries)
+            np.add.at(sums, row, self.item_vectors_[pos])
+            n = np.bincount(row, minlength=queries.shape[0])
+            mixed = np.flatnonzero(n)
+            queries[mixed] += sums[mixed] / n[mixed, None]
+            norms = np.linalg.norm(queries[mixed], axis=1)
+            queries[mixed] /= np.where(norms > 0, norms, 1)[:, None]
+        rows = np.flatnonzero(_nonzero_rows(queries, np.arange(queries.shape[0])))
+        return queries[rows], rows
+
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
+              history=None):
+        queries, rows = self._queries(user_index, history)
+        self._rank_queries(queries, rows, items, scores, n_filled, seen_indptr, seen_items)
+
+    def _rank_queries(self, queries, rows, items, scores, n_filled, seen_indptr, seen_items):
+        """The nearest items to unit ``queries``, into the slots of ``rows``."""
         if rows.size == 0 or self.candidate_items_.size == 0:
             return
-        queries = queries[norms > 0] / norms[norms > 0, None]
         sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
         out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
         if self._uses_index():
@@ -712,6 +794,55 @@ class ANNRecommender(_WindowRecommender):
                 sub_indptr, sub_seen, out_items, out_scores, out_n, self._threads(),
             )
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
+
+    def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
+        """The items nearest to each item's vector, by cosine similarity.
+
+        An item of the window with a vector is queried by it, among the window's other
+        items, as `recommend` queries a user; an item without one (unknown, or not engaged
+        by a user with a vector in the window) gets the latest chunk's popularity ranking.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+        m : int, default=100
+            Number of items per row, as in `recommend`.
+        exclude, allow : list of item ids, or list of lists of item ids, optional
+            As in `recommend`, flat or aligned with ``items``.
+
+        Returns
+        -------
+        similar, scores : ndarray of shape (n_items, m)
+            External item ids, best first, and their cosine similarity; padded with -1 (or
+            "") and -inf.
+        """
+        model = self._published()
+        items = model._check_recommend(items, m, False, name="items")
+        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
+                                allow=allow, rows_name="items")
+        index = model.item_ids_.lookup(items, name="items")
+        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
+        seen = removed_items(no_seen, own_items(index), request.exclude)
+        pos = np.minimum(np.searchsorted(model.candidate_items_, index),
+                         max(model.candidate_items_.shape[0] - 1, 0))
+        has = (index >= 0) & (model.candidate_items_.shape[0] > 0)
+        if model.candidate_items_.shape[0]:
+            has &= model.candidate_items_[pos] == index
+
+        def rank(rows, depth, sub_seen):
+            mine = rows[has[rows]]
+            queries = model.item_vectors_[pos[mine]]
+            local = np.flatnonzero(has[rows])
+            return model._ranked(rows.shape[0], depth, sub_seen,
+                                 lambda *out: model._rank_queries(queries, local, *out))
+
+        if request.allow is None:
+            found, scores = rank(np.arange(items.shape[0]), int(m), seen)
+        else:
+            found, scores = allowed_top_m(rank, items.shape[0], int(m), seen, request.allow,
+                                          len(model.item_ids_))
+        return model._external_items(found), scores
 
     def _query_index(self, queries, m, seen_indptr, seen_items, out_items, out_scores, out_n):
         index = self._get_index()
@@ -739,8 +870,8 @@ class ALSRecommender(_WindowRecommender):
     ``fit`` factorizes the training log's engagement counts (confidence ``alpha * count``)
     by `implicit`'s alternating least squares, on the blocked kernel of `GraphEmbedder`
     (``solver="blocked"``: the same steps and initial vectors, to float32 rounding), on
-    every core. ``partial_fit`` keeps the fitted factors
-    and folds in what is new, chunk by chunk: each item first engaged after ``fit`` that is
+    ``n_jobs`` threads. ``partial_fit`` keeps the fitted factors and folds in what is new,
+    chunk by chunk: each item first engaged after ``fit`` that is
     engaged in the chunk gets the closed-form ALS item step (`implicit`'s
     ``recalculate_item``) from the users who engaged with it in the window, then each user
     first seen after ``fit`` who engages in the chunk gets the user step from their window
@@ -764,6 +895,10 @@ class ALSRecommender(_WindowRecommender):
         new items and users.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial factors.
+    n_jobs : int or None, default=None
+        Threads of the least-squares steps of ``fit`` and of ``recommend``'s exact search.
+        None means 1 unless in a `joblib.parallel_config` context; -1 means all
+        processors.
 
     Attributes
     ----------
@@ -784,6 +919,15 @@ class ALSRecommender(_WindowRecommender):
     ANNRecommender : Nearest items to a user's vector of a `GraphEmbedder`.
     MiCRO : Multi-interest retrieval over the latest chunk's items.
 
+    Notes
+    -----
+    Request-time arguments of `recommend`: with a ``history``, a user's vector for the
+    call is the ALS user step (`implicit`'s ``recalculate_user``) solved from their
+    engagements of the window and the history, as ``partial_fit`` folds in a new user;
+    for a training user it stands in for the fitted vector in that call only. ``exclude``
+    and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
+    exist.
+
     Examples
     --------
     >>> import numpy as np
@@ -801,6 +945,7 @@ class ALSRecommender(_WindowRecommender):
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "iterations": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -812,6 +957,7 @@ class ALSRecommender(_WindowRecommender):
         iterations: int = 15,
         window: int = 1,
         random_state=None,
+        n_jobs: int | None = None,
     ):
         super().__init__(window=window)
         self.n_components = n_components
@@ -819,6 +965,7 @@ class ALSRecommender(_WindowRecommender):
         self.alpha = alpha
         self.iterations = iterations
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _als(self, user_factors, item_factors):
         """`implicit`'s model around the fitted factors, for its fold-in steps."""
@@ -845,7 +992,7 @@ class ALSRecommender(_WindowRecommender):
         # implicit's ALS steps and initial vectors, on GraphEmbedder's blocked kernel
         user_factors, item_factors = blocked_als(
             counts, self.n_components, self.regularization, self.iterations, seed,
-            effective_n_jobs(-1))
+            resolve_n_jobs(self.n_jobs))
         state.update(
             user_factors_=user_factors,
             item_factors_=item_factors,
@@ -901,11 +1048,44 @@ class ALSRecommender(_WindowRecommender):
         has_vector = _nonzero_rows(state["item_factors_"], window_items)
         state["candidate_items_"] = window_items[has_vector].astype(np.int64)
 
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items):
+    def _folded_in(self, user_index, history):
+        """The user vectors of rows with a history: the ALS user step (`implicit`'s
+        ``recalculate_user``) from their engagements of the window and the history, as
+        ``partial_fit`` folds in a new user. Returns the vectors and their rows."""
+        from threadpoolctl import threadpool_limits
+
+        h_row, h_item = history.pairs()
+        rows = np.unique(h_row)
+        local = np.full(user_index.shape[0], -1, np.int64)
+        local[rows] = np.arange(rows.shape[0])
+        # the rows' window engagements (a user may be in several rows)
+        order = np.argsort(user_index[rows], kind="stable")
+        by_user = user_index[rows][order]
+        lo = np.searchsorted(by_user, self.window_user_, side="left")
+        hi = np.searchsorted(by_user, self.window_user_, side="right")
+        w_ptr, w_pos = ranges_csr(lo, hi)
+        w_row = rows[order][w_pos]
+        w_item = np.repeat(self.window_item_, np.diff(w_ptr))
+        counts = sp.csr_matrix(
+            (np.ones(w_row.shape[0] + h_row.shape[0], np.float32),
+             (local[np.concatenate([w_row, h_row])], np.concatenate([w_item, h_item]))),
+            shape=(rows.shape[0], self.item_factors_.shape[0]))
+        counts.sum_duplicates()
+        with threadpool_limits(1, "blas"):
+            vectors = self._als(self.user_factors_, self.item_factors_).recalculate_user(
+                np.arange(rows.shape[0]), counts)
+        return np.asarray(vectors, np.float32), rows
+
+    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
+              history=None):
         known = np.flatnonzero(user_index >= 0)
-        queries = self.user_factors_[user_index[known]]
+        queries = np.zeros((user_index.shape[0], self.user_factors_.shape[1]), np.float32)
+        queries[known] = self.user_factors_[user_index[known]]
+        if history is not None and history.items.size:
+            folded, folded_rows = self._folded_in(user_index, history)
+            queries[folded_rows] = folded
         has_vector = _nonzero_rows(queries, np.arange(queries.shape[0]))
-        rows = known[has_vector]
+        rows = np.flatnonzero(has_vector)
         if rows.size == 0 or self.candidate_items_.size == 0:
             return
         queries = queries[has_vector]
@@ -914,5 +1094,6 @@ class ALSRecommender(_WindowRecommender):
         _exact_top_m(
             queries, self.item_factors_[self.candidate_items_], self.candidate_items_,
             self.item_rank_, sub_indptr, sub_seen, out_items, out_scores, out_n,
+            resolve_n_jobs(self.n_jobs),
         )
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n

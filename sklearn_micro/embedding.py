@@ -6,7 +6,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -17,6 +16,7 @@ from tqdm.auto import tqdm
 from ._kernels import numba_threads
 from ._kernels.als import solve_rows
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, index_dtype
+from ._parallel import resolve_n_jobs
 
 __all__ = ["GraphEmbedder"]
 
@@ -244,7 +244,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
                 "n_jobs must be a positive number of threads, -1 for all processors, or "
                 "None; got 0."
             )
-        threads = effective_n_jobs(self.n_jobs)
+        threads = resolve_n_jobs(self.n_jobs)
         log = check_log(X)
         self.user_ids_ = Vocabulary.from_ids(log.user)
         self.item_ids_ = Vocabulary.from_ids(log.item)

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._dask import active_client, resolve_n_jobs
 from ._kernels import threading_layer
 from ._log import COLUMNS, EmbeddedLog, EngagementLog, Vocabulary, check_log, iter_chunks
+from ._parallel import active_client, resolve_n_jobs
 from .baselines import (
     ALSRecommender,
     ANNRecommender,
@@ -626,12 +626,6 @@ class Stages:
 # ------------------------------------------------------------------------ the experiment
 
 
-def _make(cls, *args, **params):
-    """``cls(*args, **params)``, leaving out the parameters ``cls`` does not take."""
-    accepted = cls._get_param_names()
-    return cls(*args, **{k: v for k, v in params.items() if k in accepted})
-
-
 @dataclass
 class _Embedding:
     """What the embedding stage saves: the vocabularies and the vectors."""
@@ -739,7 +733,7 @@ def run_experiment(
     micro = set(pair) & to_fit
     if micro or "ANN" in to_fit:
         def embed():
-            embedder = _make(GraphEmbedder, n_components, **{
+            embedder = GraphEmbedder(n_components, **{
                 **embedding_settings, "random_state": random_state, "n_jobs": n_jobs,
                 "verbose": verbose}).fit(train)
             # saved once: ANN's checkpoints hold the same array
@@ -754,8 +748,8 @@ def run_experiment(
         del found
     if micro:
         def cluster():
-            clusters = _make(SphericalKMeans, n_interests, random_state=random_state,
-                             n_jobs=n_jobs, verbose=verbose)
+            clusters = SphericalKMeans(n_interests, random_state=random_state,
+                                       n_jobs=n_jobs, verbose=verbose)
             return clusters.fit_transform(embedded).item_interest
 
         labels = stages.run("clustering", cluster, work=len(embedded.item_ids), unit="items")
@@ -804,14 +798,14 @@ def run_experiment(
                                     "random_state": random_state, "n_jobs": n_jobs,
                                     "verbose": verbose}).fit(embedded)
                 if name == "ANN":
-                    return _make(ANNRecommender, random_state=random_state,
-                                 n_jobs=n_jobs).fit(embedded)
+                    return ANNRecommender(random_state=random_state,
+                                          n_jobs=n_jobs).fit(embedded)
                 if name == "Popularity":
                     return PopularityRecommender().fit(train)
                 if name == "RecentItems":
                     return RecentItemsRecommender().fit(train)
-                return _make(ALSRecommender, n_components, random_state=random_state,
-                             n_jobs=n_jobs).fit(train)
+                return ALSRecommender(n_components, random_state=random_state,
+                                      n_jobs=n_jobs).fit(train)
 
             model = stages.run(f"{name} fit", fit, work=len(train))
             fit = None  # its default argument holds the vectors, which ANN alone reads

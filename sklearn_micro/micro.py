@@ -14,10 +14,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._dask import resolve_n_jobs
 from ._gibbs import build_layout, partitions_for, run_chain
 from ._kernels import numba_threads, sampler
 from ._kernels.csr import keep_entries
+from ._kernels.request import candidate_topm
 from ._kernels.topm import (
     fill_remainder,
     group_by_interest,
@@ -37,6 +37,14 @@ from ._log import (
     index_dtype,
     iter_chunks,
 )
+from ._online import (
+    Explanation,
+    item_mixtures,
+    mixtures_with_history,
+    recent_with_history,
+)
+from ._parallel import resolve_n_jobs
+from ._request import ItemLists, own_items, parse_request, removed_items, single_list
 from .base import RecommenderMixin, SeenItems, append_to_rows, csr_rows, unique_pairs
 
 __all__ = ["MiCRO"]
@@ -261,6 +269,20 @@ class MiCRO(RecommenderMixin, BaseEstimator):
     - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``; the defaults are
       "learned" and "auto".
 
+    At request time (docs: "Online use"), ``recommend(..., history=...)`` answers from the
+    state and a user's engagements since the latest chunk, without changing the model:
+    each history engagement adds one to ``N[u, k]`` for its item's main interest
+    (``item_interest_``; an interest outside the support joins it, as the sampler gives a
+    user new in a chunk the interests of its items), and with ``personal_weight_ > 0``
+    joins the user's recent items, weighing what an engagement of the next chunk would
+    (``1 / personal_decay`` against the latest chunk's 1). An item without an interest
+    counts for the personal component and ``exclude_seen`` only. `similar_items` ranks
+    from an item's own mixture over interests; `explain` splits scores into their terms.
+
+    `partial_fit` samples on a copy of the state and publishes the new one in one swap,
+    so `recommend`, `similar_items` and `explain` on other threads see the state before a
+    chunk or after it, never a mix.
+
     Examples
     --------
     >>> import numpy as np
@@ -480,16 +502,13 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 f"partial_fit takes chunks newer than the latest chunk {self.latest_chunk_}; "
                 f"got chunk {first}."
             )
-        snapshot = self.__dict__.copy()
-        rng_state = self.random_state_.get_state()
-        try:
-            for chunk, rows in iter_chunks(log.chunk):
-                self._sample_chunk(chunk, log.take(rows))
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(snapshot)
-            self.random_state_.set_state(rng_state)
-            raise
+        # the chunks are sampled on a copy (its own random stream) and the new state is
+        # published in one swap: readers on other threads see the state before or after
+        work = self._published()
+        work.__dict__ = dict(self.__dict__, random_state_=copy.deepcopy(self.random_state_))
+        for chunk, rows in iter_chunks(log.chunk):
+            work._sample_chunk(chunk, log.take(rows))
+        self._publish(work.__dict__)
         return self
 
     def _sample_chunk(self, chunk: int, log: EngagementLog) -> None:
@@ -605,11 +624,14 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                           self.recent_weight_[keep] * np.float32(self.personal_decay ** age),
                           new))
 
-    def _recent_scores(self, user_index):
+    def _recent_scores(self, user_index, history=None):
         """CSR (indptr, items, r_u) of the users' recent items, ``r_u`` normalized per user
-        (distinct items per row, sorted); empty rows for unknown users."""
-        return _recent_distributions(self.recent_indptr_, self.recent_item_,
-                                     self.recent_weight_, user_index)
+        (distinct items per row, sorted); empty rows for unknown users. A ``history``
+        engagement weighs what an engagement of the next chunk would (``1 /
+        personal_decay``, the latest chunk's weighing 1)."""
+        return recent_with_history(self.recent_indptr_, self.recent_item_,
+                                   self.recent_weight_, user_index, history,
+                                   1.0 / self.personal_decay, _recent_distributions)
 
     def paper_model(self) -> MiCRO:
         """The paper's exact model in the state this one's sampler reached.
@@ -670,18 +692,23 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         return _user_mixtures(self.support_indptr_, self.support_interest_,
                               self.support_count_, user_index, self.alpha)
 
-    def _recommend(self, user_index, m, seen):
-        indptr, k, theta = self._theta(user_index)
-        weight, base = _interest_weights(indptr, k, theta, self.beta, _LatestChunk.of(self))
+    def _mixtures(self, user_index, history=None):
+        """CSR (indptr, interests, theta) of the users' mixtures, with ``history`` (the
+        request's `ItemLists`) counted in (`mixtures_with_history`)."""
+        if history is None:
+            return self._theta(user_index)
+        return mixtures_with_history(self.support_indptr_, self.support_interest_,
+                                     self.support_count_, self.item_interest_, user_index,
+                                     history, self.alpha)
+
+    def _recommend(self, user_index, m, seen, history=None):
+        indptr, k, theta = self._mixtures(user_index, history)
         if self.personal_weight_ > 0:
-            return self._recommend_personal(user_index, m, seen, indptr, k, weight, base)[:2]
-        with _numba_threads(self.n_jobs) as threads:
-            chunk = self._grouped_chunk()
-            items, scores, n_filled = mixture_topm(
-                indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
-                chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
-                threads)
-        return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen)
+            weight, base = _interest_weights(indptr, k, theta, self.beta,
+                                             _LatestChunk.of(self))
+            return self._recommend_personal(user_index, m, seen, indptr, k, weight, base,
+                                            history=history)[:2]
+        return self._rank_mixtures(indptr, k, theta, m, seen)
 
     def _fill_by_popularity(self, items, scores, n_filled, indptr, base, seen):
         """Fill the slots `mixture_topm` left (`fill_remainder`) with the latest chunk's
@@ -760,6 +787,22 @@ class MiCRO(RecommenderMixin, BaseEstimator):
             self._grouped = cache
         return cache
 
+    def _items_by_interest(self) -> dict:
+        """The latest chunk's ``N[i, k, t]`` as a CSR from positions in ``chunk_items_``
+        to interests (every count), kept with `_grouped_chunk`'s arrays."""
+        cache = self._grouped_chunk()
+        found = cache.get("by_item")
+        if found is None:
+            k = np.repeat(np.arange(self.n_interests_, dtype=np.int32),
+                          np.diff(self.phi_indptr_))
+            order = np.argsort(self.phi_item_, kind="stable")
+            indptr = np.zeros(self.chunk_items_.shape[0] + 1, np.int64)
+            np.cumsum(np.bincount(self.phi_item_, minlength=self.chunk_items_.shape[0]),
+                      out=indptr[1:])
+            found = (indptr, k[order], self.phi_count_[order])
+            cache["by_item"] = found
+        return found
+
     def __getstate__(self):
         state = super().__getstate__()
         state.pop("_grouped", None)
@@ -771,11 +814,11 @@ class MiCRO(RecommenderMixin, BaseEstimator):
         super().__setstate__(state)
 
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
-                            paper=False):
+                            paper=False, history=None):
         """Top-m of ``(1 - lam_u) * p_t(i|u) + lam_u * r_u(i)`` over the latest chunk's
         items and the users' recent items (`personal_topm`'s five arrays; the last three,
         the paper's ranking from the same scatter, are empty without ``paper``)."""
-        r_ptr, r_item, r_u = self._recent_scores(user_index)
+        r_ptr, r_item, r_u = self._recent_scores(user_index, history)
         lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
         # users without interests are scored by popularity share, as in the paper's path
         share_weight = (np.diff(indptr) == 0).astype(np.float64)
@@ -786,6 +829,197 @@ class MiCRO(RecommenderMixin, BaseEstimator):
                 chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"], chunk["item_count"],
                 chunk["share"], chunk["items"], self.chunk_items_, chunk["local_of"],
                 chunk["popular_order"], seen[0], seen[1], m, threads, paper=paper)
+
+    def _recommend_allowed(self, user_index, m, seen, allow, history):
+        indptr, k, theta = self._mixtures(user_index, history)
+        recent = (self._recent_scores(user_index, history) if self.personal_weight_ > 0
+                  else None)
+        return self._rank_candidates(indptr, k, theta, recent, m, seen, allow)
+
+    def _rank_candidates(self, indptr, k, theta, recent, m, seen, candidates: ItemLists):
+        """Top-m of each row's ``candidates`` by the score `recommend` gives them
+        (`candidate_topm`): the rows' mixtures ``(indptr, k, theta)`` and recent items
+        (`_recent_scores`, or None without the personal component)."""
+        n = indptr.shape[0] - 1
+        weight, base = _interest_weights(indptr, k, theta, self.beta, _LatestChunk.of(self))
+        if recent is None:
+            recent = np.zeros(n + 1, np.int64), np.empty(0, np.int64), np.empty(0)
+        r_ptr, r_item, r_u = recent
+        lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
+        share_weight = (np.diff(indptr) == 0).astype(np.float64)
+        chunk = self._grouped_chunk()
+        with _numba_threads(self.n_jobs) as threads:
+            return candidate_topm(
+                indptr, k, weight, base, share_weight, lam, r_ptr, r_item.astype(np.int64),
+                r_u, chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
+                chunk["item_count"], chunk["share"], self.chunk_items_, chunk["local_of"],
+                candidates.lo, candidates.hi, candidates.items, seen[0], seen[1], int(m),
+                threads)
+
+    def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
+        """The items most likely engaged next by someone who engaged with each item.
+
+        An item ``i`` is taken as a user whose mixture is the item's own distribution over
+        interests in the latest chunk, ``N[i, k, t] / sum_k N[i, k, t]`` (so an item
+        first engaged in the latest chunk has one), or its main interest for an item
+        without engagements there; items are then ranked by ``sum_k p(k|i) *
+        phi[k, t][j]``, as `recommend` ranks for a user with that mixture and no personal
+        component, the item itself left out. An unknown item, or one with no interest,
+        gets the latest chunk's popularity ranking, scored by each item's share of the
+        chunk's engagements.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+        m : int, default=100
+            Number of items per row, as in `recommend`.
+        exclude, allow : list of item ids, or list of lists of item ids, optional
+            As in `recommend`, flat or aligned with ``items``.
+
+        Returns
+        -------
+        similar : ndarray of shape (n_items, m)
+            External item ids, best first, padded with -1 (or "").
+        scores : ndarray of shape (n_items, m)
+            ``p(j | i)``; -inf where padded.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_micro import MiCRO
+        >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
+        >>> model = MiCRO(random_state=0).fit(
+        ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+        >>> model.similar_items([10], m=2)[0]
+        array([[11, 12]])
+        """
+        model = self._published()
+        check_is_fitted(model, "support_indptr_")
+        items = model._check_recommend(items, m, False, name="items")
+        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
+                                allow=allow, rows_name="items")
+        index = model.item_ids_.lookup(items, name="items")
+        indptr, k, theta = item_mixtures(*model._items_by_interest(), model.chunk_items_,
+                                         model.item_interest_, index)
+        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
+        seen = removed_items(no_seen, own_items(index), request.exclude)
+        m = int(m)
+        if request.allow is not None:
+            found, scores = model._rank_candidates(indptr, k, theta, None, m, seen,
+                                                   request.allow)
+        else:
+            found, scores = model._rank_mixtures(indptr, k, theta, m, seen)
+        return model._external_items(found), scores
+
+    def _rank_mixtures(self, indptr, k, theta, m, seen):
+        """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal
+        component), the remaining slots filled by popularity."""
+        weight, base = _interest_weights(indptr, k, theta, self.beta, _LatestChunk.of(self))
+        with _numba_threads(self.n_jobs) as threads:
+            chunk = self._grouped_chunk()
+            items, scores, n_filled = mixture_topm(
+                indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
+                chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
+                threads)
+        return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen)
+
+    def explain(self, user, items, *, history=None) -> Explanation:
+        """Each item's score for a user, split into its interests' and personal terms.
+
+        Parameters
+        ----------
+        user : int or str
+            One external user id (unknown users are scored as `recommend` scores them).
+        items : array-like of shape (n_items,)
+            External item ids.
+        history : list of item ids, optional
+            The user's engagements since the latest chunk, as one row of `recommend`'s
+            ``history``.
+
+        Returns
+        -------
+        explanation : Explanation
+            ``scores`` (the scores `recommend` gives these items for this user and
+            history), ``interests`` and ``weights`` (the user's mixture), the per-interest
+            ``contributions`` of each item, the ``popularity`` and ``personal`` terms;
+            each item's terms sum to its score.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_micro import MiCRO
+        >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
+        >>> model = MiCRO(personal=0, random_state=0).fit(
+        ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+        >>> why = model.explain(0, [10, 12])
+        >>> why.interests, why.weights
+        (array([0]), array([1.]))
+        >>> why.scores.round(4)
+        array([0.4951, 0.0049])
+        >>> bool(np.allclose(why.contributions.sum(axis=1), why.scores))
+        True
+        """
+        model = self._published()
+        check_is_fitted(model, "support_indptr_")
+        one = as_ids(user, name="user")
+        if one.ndim != 0:
+            raise ValueError(f"user must be one user id; got {type(user).__name__} of shape "
+                             f"{one.shape}.")
+        items = as_ids(items, name="items")
+        if items.ndim != 1:
+            raise ValueError(f"items must be a 1-D list of item ids; got shape {items.shape}.")
+        hist = None if history is None else single_list(model.item_ids_, history, "history")
+        user_index = model.user_ids_.lookup(one.reshape(1), name="user")
+        index = (model.item_ids_.lookup(items, name="items") if items.size
+                 else np.empty(0, np.int64))
+        indptr, k, theta = model._mixtures(user_index, hist)
+        recent = (model._recent_scores(user_index, hist) if model.personal_weight_ > 0
+                  else None)
+        # the scores, as `recommend` computes them
+        cand = np.unique(index[index >= 0])
+        candidates = ItemLists(np.zeros(1, np.int64), np.full(1, cand.shape[0]), cand)
+        no_seen = np.zeros(2, np.int64), np.empty(0, np.int64)
+        got, got_scores = model._rank_candidates(indptr, k, theta, recent,
+                                                 max(cand.shape[0], 1), no_seen, candidates)
+        score_of = dict(zip(got[0][got[0] >= 0].tolist(), got_scores[0][got[0] >= 0], strict=True))
+        scores = np.array([score_of.get(int(i), -np.inf) for i in index], np.float64)
+        # the terms
+        weight, base = _interest_weights(indptr, k, theta, model.beta, _LatestChunk.of(model))
+        lam = 0.0
+        r_u_of = {}
+        if recent is not None and recent[0][1] > 0:
+            lam = model.personal_weight_
+            r_u_of = dict(zip(recent[1].tolist(), recent[2], strict=True))
+        chunk = model._grouped_chunk()
+        n_local = model.chunk_items_.shape[0]
+        pos = np.minimum(np.searchsorted(model.chunk_items_, index), max(n_local - 1, 0))
+        in_chunk = (index >= 0) & (n_local > 0)
+        if n_local:
+            in_chunk &= model.chunk_items_[pos] == index
+        local = np.where(in_chunk, chunk["local_of"][pos] if n_local else 0, -1)
+        count = np.zeros((index.shape[0], k.shape[0]))
+        phi_ptr, phi_item, phi_cnt = chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"]
+        for q, kq in enumerate(k):
+            entries = phi_item[phi_ptr[kq]:phi_ptr[kq + 1]]
+            at = np.minimum(np.searchsorted(entries, local), max(entries.shape[0] - 1, 0))
+            hit = in_chunk & (entries.shape[0] > 0)
+            if entries.shape[0]:
+                hit &= entries[at] == local
+            count[hit, q] = phi_cnt[phi_ptr[kq] + at[hit]]
+        keep = 1.0 - lam
+        ranked = scores > -np.inf
+        contributions = np.where((in_chunk & ranked)[:, None],
+                                 keep * weight[None, :] * (model.beta + count), 0.0)
+        popularity = np.where(in_chunk & ranked & (k.shape[0] == 0),
+                              keep * chunk["share"][np.maximum(local, 0)] if n_local else 0.0,
+                              0.0)
+        personal = np.array([lam * r_u_of.get(int(i), 0.0) for i in index], np.float64)
+        personal[~ranked] = 0.0
+        return Explanation(user=one.item() if one.dtype.kind != "U" else str(one),
+                           items=items, scores=scores, interests=k.astype(np.int64),
+                           weights=theta, contributions=contributions, popularity=popularity,
+                           personal=personal, personal_weight=float(lam))
 
     # ---------------------------------------------------------- mixtures
 

@@ -16,9 +16,10 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._dask import active_client, score_chunk_on_cluster
+from ._dask import score_chunk_on_cluster
 from ._kernels.metrics import relevant_codes
 from ._log import EmbeddedLog, EngagementLog, check_log, iter_chunks
+from ._parallel import active_client
 from .base import unique_pairs
 from .metrics import METRICS, _metrics_of_codes
 

@@ -23,6 +23,8 @@ import pickle
 import zipfile
 from pathlib import Path
 
+from ._version import __version__
+
 __all__ = ["TRUSTED_TYPES", "IncompatibleVersionError", "dump", "load"]
 
 #: This package's types that a fitted model (or a Pipeline of them) holds: what `load`
@@ -72,8 +74,6 @@ class IncompatibleVersionError(ValueError):
 
 
 def _package_version() -> str:
-    from . import __version__
-
     return __version__
 
 

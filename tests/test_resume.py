@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sklearn_micro._dask import resolve_n_jobs
 from sklearn_micro._kernels import threading_layer
+from sklearn_micro._parallel import resolve_n_jobs
 from sklearn_micro.datasets import make_engagements
 from sklearn_micro.experiment import Stages, load_checkpoint
 

@@ -1,0 +1,171 @@
+"""Readers on threads while partial_fit runs: each sees the state before or after a chunk,
+never a mix, and numba's threading layer does not abort the process."""
+
+import copy
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from recommender_checks import make_log
+
+from sklearn_micro import MiCRO
+from sklearn_micro.baselines import RecentItemsRecommender
+
+X_TRAIN, X_NEXT = make_log(seed=5, n_chunks=6, n_train=4, per_chunk=80)
+FIRST = X_NEXT[X_NEXT.chunk == X_NEXT.chunk.min()]
+TRAIN_ITEMS = np.unique(X_TRAIN.item)
+INTERESTS = (TRAIN_ITEMS, (TRAIN_ITEMS // 4) % 3)
+USERS = np.concatenate([np.unique(X_TRAIN.user), [10**12]])
+
+
+def _answers(model):
+    items = [int(i) for i in TRAIN_ITEMS[:4]]
+    out = [model.recommend(USERS, 10), model.recommend(USERS, 10, allow=items * 2,
+                                                       history=[items[:2]] * len(USERS))]
+    if isinstance(model, MiCRO):
+        out.append(model.similar_items(TRAIN_ITEMS, 5))
+        why = model.explain(int(USERS[0]), items, history=items[:1])
+        out.append((why.scores, why.contributions))
+    return out
+
+
+def _equal(a, b) -> bool:
+    return all(np.array_equal(x, y) for pa, pb in zip(a, b, strict=True)
+               for x, y in zip(pa, pb, strict=True))
+
+
+def _read_during_update(model, update, monkeypatch, slow_step):
+    """Answers of reader threads throughout ``update(model)``, with ``slow_step`` (a
+    method of the model's class called in the middle of an update) slowed down so that a
+    reader lands inside the update."""
+    before = _answers(model)
+    after_model = copy.deepcopy(model)
+    update(after_model)
+    after = _answers(after_model)
+    assert not _equal(before, after), "the chunk must change the answers"
+
+    cls, name = type(model), slow_step
+    step = getattr(cls, name)
+
+    def slow(self, *args, **kwargs):
+        time.sleep(0.05)
+        out = step(self, *args, **kwargs)
+        time.sleep(0.05)
+        return out
+
+    monkeypatch.setattr(cls, name, slow)
+    seen, errors = [], []
+    done = threading.Event()
+
+    def read():
+        try:
+            while not done.is_set():
+                seen.append(_answers(model))
+            seen.append(_answers(model))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for t in readers:
+        t.start()
+    try:
+        update(model)
+    finally:
+        done.set()
+        for t in readers:
+            t.join()
+    assert not errors, errors
+    # each call (one answer) sees one state: the one before or the one after
+    for s in seen:
+        for got, want_before, want_after in zip(s, before, after, strict=True):
+            assert _equal([got], [want_before]) or _equal([got], [want_after]), \
+                "a call saw a mix of two states"
+    assert any(_equal(s, before) for s in seen) or any(_equal(s, after) for s in seen)
+    assert _equal(_answers(model), after)
+
+
+@pytest.mark.parametrize("params", [{"personal": 0, "phi_decay": 0},
+                                    {"personal": 0.3, "phi_decay": 0.5, "n_jobs": 2}])
+def test_micro_readers_see_the_state_before_or_after_a_chunk(params, monkeypatch):
+    model = MiCRO(random_state=0, **params).fit(X_TRAIN, item_interest=INTERESTS)
+    # _add_recent runs between the supports' update and phi's
+    _read_during_update(model, lambda m: m.partial_fit(FIRST), monkeypatch, "_add_recent")
+
+
+def test_baseline_readers_see_the_state_before_or_after_a_chunk(monkeypatch):
+    model = RecentItemsRecommender(window=2).fit(X_TRAIN)
+    _read_during_update(model, lambda m: m.partial_fit(FIRST), monkeypatch, "_derive")
+
+
+def test_failed_partial_fit_publishes_nothing():
+    model = MiCRO(random_state=0, personal=0.3).fit(X_TRAIN, item_interest=INTERESTS)
+    state = model.__dict__
+    before = model.recommend(USERS, 10)
+    with pytest.raises(ValueError):
+        model.partial_fit(X_TRAIN)  # older chunks
+    bad = FIRST.copy()
+    bad.loc[bad.index[-1], "chunk"] = int(FIRST.chunk.min()) - 10
+    with pytest.raises(ValueError):
+        model.partial_fit(bad)
+    assert model.__dict__ is state
+    assert_array_equal(model.recommend(USERS, 10)[0], before[0])
+
+
+_SCRIPT = textwrap.dedent("""
+    import threading
+    import numpy as np
+    from sklearn_micro import MiCRO
+    from sklearn_micro._kernels import threading_layer
+    rng = np.random.default_rng(0)
+    n = 20000
+    user = rng.integers(0, 2000, n)
+    item = rng.integers(0, 3000, n)
+    chunk = np.repeat(np.arange(4), n // 4)
+    X = np.column_stack([user, item, chunk])
+    items = np.arange(3000)
+    model = MiCRO(personal=0.2, phi_decay=0.5, n_jobs=2, random_state=0).fit(
+        X[chunk < 3], item_interest=(items, items % 50))
+    users = np.arange(2000)
+    errors = []
+
+    def read():
+        try:
+            for _ in range(15):
+                model.recommend(users, 50)
+                model.recommend(users[:200], 50, allow=list(range(0, 3000, 3)))
+        except BaseException as error:
+            errors.append(error)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for t in readers:
+        t.start()
+    model.partial_fit(X[chunk == 3])
+    for t in readers:
+        t.join()
+    assert not errors, errors
+    print(threading_layer(), "ok")
+""")
+
+
+@pytest.mark.parametrize("layer", [None, "workqueue"])
+def test_parallel_kernels_from_several_threads_do_not_abort(layer):
+    """Several threads in parallel kernels at once, under the layer numba picks here and
+    under "workqueue" (which takes turns): the process survives (a subprocess, since an
+    abort would end the test run)."""
+    env = dict(os.environ)
+    env.pop("NUMBA_THREADING_LAYER", None)
+    if layer is not None:
+        env["NUMBA_THREADING_LAYER"] = layer
+    env["NUMBA_NUM_THREADS"] = "2"
+    done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("ok")
+    if layer is not None:
+        assert done.stdout.split()[0] == layer
