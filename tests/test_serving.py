@@ -28,7 +28,7 @@ from sklearn_micro.serving.snapshots import StateDirLocked  # noqa: E402
 X_TRAIN, X_NEXT = make_log(3)
 CHUNKS = [X_NEXT[X_NEXT.chunk == c] for c in sorted(X_NEXT.chunk.unique())]
 USERS = [*X_TRAIN.user.unique()[:6].tolist(), *X_NEXT.user.unique()[-2:].tolist(), 99]
-LIMITS = Limits(max_users=50, max_m=200, max_filter_ids=20, max_body_bytes=4096,
+LIMITS = Limits(max_users=50, max_m=200, max_filter_ids=60, max_body_bytes=4096,
                 max_chunk_bytes=65536)
 
 
@@ -137,6 +137,76 @@ def test_concurrent_requests_are_batched_and_equal(model_file, micro):
     assert calls < len(bodies)
 
 
+ITEMS = sorted(X_NEXT.item.unique().tolist())[:6] + [77777]
+FILTERED = [
+    {"exclude": ITEMS[:3]},
+    {"exclude": [ITEMS[j % 4:j % 4 + 2] for j in range(len(USERS))]},
+    {"allow": ITEMS + sorted(X_TRAIN.item.unique().tolist())[-8:]},
+    {"allow": [ITEMS[:2 + j % 3] for j in range(len(USERS))]},
+    {"history": [ITEMS[j % 3:j % 3 + 2] for j in range(len(USERS))]},
+    {"history": [ITEMS[:2]] * len(USERS), "exclude_seen": True, "exclude": ITEMS[4:5]},
+]
+
+
+@pytest.mark.parametrize("options", FILTERED)
+def test_filters_and_history_equal_in_process(client, micro, options):
+    got = client.post("/recommend", json={"users": USERS, "m": 6, **options})
+    assert got.status_code == 200, got.text
+    assert got.json() == _as_answer(*micro.recommend(USERS, 6, **options))
+
+
+def test_similar_equals_in_process(client, micro):
+    items = ITEMS[:4]
+    for options in ({}, {"exclude": ITEMS[:2]}, {"allow": [ITEMS[:5]] * len(items)}):
+        got = client.post("/similar", json={"items": items, "m": 5, **options})
+        assert got.status_code == 200, got.text
+        assert got.json() == _as_answer(*micro.similar_items(items, 5, **options))
+
+
+def test_explain_terms_sum_to_the_recommended_score(client, micro):
+    user = USERS[0]
+    for history in (None, ITEMS[:2]):
+        items, scores = micro.recommend([user], 5, **(
+            {} if history is None else {"history": [history]}))
+        body = {"user": user, "items": [*items[0].tolist(), 77777]}
+        if history is not None:
+            body["history"] = history
+        got = client.post("/explain", json=body)
+        assert got.status_code == 200, got.text
+        why = got.json()
+        assert why["user"] == user and sum(t["weight"] for t in why["interests"]) == (
+            pytest.approx(1.0))
+        for row, score in zip(why["items"], [*scores[0], None], strict=True):
+            if score is None:
+                assert row["score"] is None and row["terms"] == []
+                continue
+            total = sum(t["weight"] for t in row["terms"]) + row["popularity"] + row[
+                "personal"]
+            assert row["score"] == pytest.approx(score) and total == pytest.approx(score)
+
+
+def test_concurrent_filtered_requests_are_batched_and_equal(model_file, micro):
+    bodies = [{"users": USERS[j % 5:j % 5 + 3], "m": 4, **{
+        k: (v[j % 5:j % 5 + 3] if k == "history" or (
+            isinstance(v, list) and v and isinstance(v[0], list)) else v)
+        for k, v in FILTERED[j % len(FILTERED)].items()}} for j in range(24)]
+
+    async def run():
+        service = Service(model_file, batch_wait=0.01, update_in_process=True)
+        app = create_app(service=service)
+        await service.start()
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
+                return await asyncio.gather(*(c.post("/recommend", json=b) for b in bodies))
+        finally:
+            await service.stop()
+
+    for body, answer in zip(bodies, asyncio.run(run()), strict=True):
+        options = {k: v for k, v in body.items() if k not in ("users", "m")}
+        assert answer.json() == _as_answer(*micro.recommend(body["users"], 4, **options))
+
+
 # ------------------------------------------------------------- bad requests
 
 BAD = [
@@ -165,7 +235,7 @@ BAD = [
     ("/recommend", b'{"users": [1000], "history": [5000]}', 422, "history"),
     ("/recommend", b'{"users": [1000], "history": [[5000], [5001]]}', 422, "history"),
     ("/recommend", b'{"users": [1000], "history": [[1.5]]}', 422, "history[0][0]"),
-    ("/recommend", b'{"users": [1000], "exclude": [' + b"1," * 20 + b'1]}', 413, "exclude"),
+    ("/recommend", b'{"users": [1000], "exclude": [' + b"1," * 60 + b'1]}', 413, "exclude"),
     ("/recommend", b'{"users": [' + b"1," * 50 + b"1]}", 413, "users"),
     ("/recommend", b'{"users": [1], "pad": "' + b"x" * 5000 + b'"}', 413, None),
     ("/similar", b'{"items": [5000.0]}', 422, "items[0]"),
@@ -216,6 +286,8 @@ def test_endpoint_the_model_cannot_answer(tmp_path):
     with TestClient(create_app(path, update_in_process=True)) as c:
         got = c.post("/explain", json={"user": 1000, "items": [5000]})
         assert got.status_code == 422 and "explain" in got.json()["error"]
+        got = c.post("/similar", json={"items": [5000]})
+        assert got.status_code == 422 and "similar" in got.json()["error"]
         assert c.post("/recommend", json={"users": [1000], "m": 3}).status_code == 200
 
 

@@ -162,9 +162,14 @@ class ServedModel:
         some = list(ids[:2].tolist()) + ([-(2**62)] if self.user_kind == "int"
                                          else ["\x00unknown"])
         m = min(10, max(1, len(rec.item_ids_)))
+        users = as_id_array(some, self.user_kind)
         for exclude_seen in (False, True):
-            rec.recommend(as_id_array(some, self.user_kind), m, exclude_seen=exclude_seen)
+            rec.recommend(users, m, exclude_seen=exclude_seen)
         items = rec.item_ids_.ids[:2]
+        options = {"exclude": items.tolist(), "allow": items.tolist(),
+                   "history": [items.tolist()] * len(some)}
+        for name in self.recommend_options:
+            rec.recommend(users, m, **{name: options[name]})
         if self.similar_options is not None and items.size:
             rec.similar_items(items, m)
         if self.can_explain and len(ids) and items.size:

@@ -227,10 +227,14 @@ def _check_filter(body: dict, name: str, kind: str, n_rows: int, rows_of: str):
     return check_ids(value, kind, name, "item"), False, len(value)
 
 
-def _check_filter_count(count: int, limits: Limits) -> None:
-    if count > limits.max_filter_ids:
-        raise RequestError(413, "exclude", f"at most {limits.max_filter_ids} ids in exclude, "
-                                           f"allow and history together; got {count}.")
+def _check_filter_count(counts: dict, limits: Limits) -> None:
+    """``counts``: ids per field among exclude, allow and history."""
+    total = sum(counts.values())
+    if total > limits.max_filter_ids:
+        largest = max(counts, key=counts.get)
+        raise RequestError(413, largest, f"at most {limits.max_filter_ids} ids in exclude, "
+                                         f"allow and history together; got {total} "
+                                         f"({counts[largest]} in {largest}).")
 
 
 def _check_bool(body: dict, name: str) -> bool:
@@ -269,7 +273,8 @@ def parse_recommend(body: dict, user_kind: str, item_kind: str, limits: Limits,
         for j, row in enumerate(history):
             check_ids(row, item_kind, f"history[{j}]", "item")
         n_history = sum(len(row) for row in history)
-    _check_filter_count(n_exclude + n_allow + n_history, limits)
+    _check_filter_count({"exclude": n_exclude, "allow": n_allow, "history": n_history},
+                        limits)
     return RecommendRequest(users, m, exclude_seen, exclude, allow, history, exclude_rows,
                             allow_rows)
 
@@ -285,7 +290,7 @@ def parse_similar(body: dict, item_kind: str, limits: Limits) -> SimilarRequest:
     exclude, exclude_rows, n_exclude = _check_filter(body, "exclude", item_kind, len(items),
                                                      "items")
     allow, allow_rows, n_allow = _check_filter(body, "allow", item_kind, len(items), "items")
-    _check_filter_count(n_exclude + n_allow, limits)
+    _check_filter_count({"exclude": n_exclude, "allow": n_allow}, limits)
     return SimilarRequest(items, m, exclude, allow, exclude_rows, allow_rows)
 
 
@@ -305,7 +310,7 @@ def parse_explain(body: dict, user_kind: str, item_kind: str, limits: Limits,
     history = body.get("history")
     if history is not None:
         history = check_ids(history, item_kind, "history", "item")
-        _check_filter_count(len(history), limits)
+        _check_filter_count({"history": len(history)}, limits)
     return ExplainRequest(user, items, history)
 
 
