@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 from recommender_checks import make_log
+from sklearn.pipeline import Pipeline
 
-from sklearn_micro import MiCRO, persistence
+from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans, persistence
 from sklearn_micro.baselines import PopularityRecommender
+from sklearn_micro.model_selection import _partial_fit
 from sklearn_micro.persistence import IncompatibleVersionError, dump
 
 for _name in ("starlette", "prometheus_client", "orjson", "skops"):
@@ -303,8 +305,28 @@ def test_string_ids(tmp_path):
         assert answer["items"][0][-1] == "" and answer["scores"][0][-1] is None
         got = c.post("/recommend", json={"users": ["1000", 1000]})
         assert got.status_code == 422 and got.json()["field"] == "users[1]"
+        chunk = CHUNKS[0].astype({"user": str, "item": str})
+        assert c.post("/chunks", json=_body(chunk)).status_code == 202
+        _wait_live(c, 4)
+        model.partial_fit(chunk)
+        assert c.post("/recommend", json={"users": users, "m": m}).json() == _as_answer(
+            *model.recommend(users, m))
         assert c.get("/openapi.json").json()["components"]["schemas"]["RecommendRequest"][
             "properties"]["users"]["items"]["type"] == "string"
+
+
+def test_pipeline_is_served_and_updated(tmp_path):
+    pipe = Pipeline([("embed", GraphEmbedder(n_components=8, random_state=0)),
+                     ("interests", SphericalKMeans(n_clusters=4, random_state=0)),
+                     ("micro", MiCRO(random_state=0))]).fit(X_TRAIN)
+    path = dump(pipe, tmp_path / "pipeline.skops")
+    with TestClient(create_app(path, update_in_process=True)) as c:
+        assert c.get("/health").json()["model"] == "MiCRO"
+        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
+        _wait_live(c, 4)
+        _partial_fit(pipe, CHUNKS[0])
+        assert c.post("/recommend", json={"users": USERS, "m": 5}).json() == _as_answer(
+            *pipe[-1].recommend(USERS, 5))
 
 
 def test_metrics_and_openapi(client):

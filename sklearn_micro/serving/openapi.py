@@ -22,6 +22,8 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
     item_lists = {"type": "array", "items": item_list}
     one_or_per_row = {"oneOf": [item_list, item_lists]}
     m = {"type": "integer", "minimum": 1, "maximum": limits.max_m}
+    term = {"type": "object", "properties": {"interest": {"type": "integer"},
+                                             "weight": {"type": "number"}}}
     ranked = {
         "type": "object", "required": ["items", "scores"],
         "properties": {
@@ -67,9 +69,22 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
         },
         "ExplainResponse": {
             "type": "object",
-            "properties": {"user": user, "items": item_list,
-                           "explanations": {"description": "per item, its score and its "
-                                            "terms (interest, weight), which sum to the score"}},
+            "properties": {
+                "user": user,
+                "interests": {"type": "array", "description": "the user's mixture: each "
+                              "interest and its weight theta, summing to 1",
+                              "items": term},
+                "personal_weight": {"type": "number"},
+                "items": {"type": "array", "items": {
+                    "type": "object",
+                    "description": "score = sum of the terms' weights + popularity + "
+                                   "personal; a null score (an item not ranked for the "
+                                   "user) has no terms",
+                    "properties": {"item": item, "score": {"type": ["number", "null"]},
+                                   "terms": {"type": "array", "items": term},
+                                   "popularity": {"type": "number"},
+                                   "personal": {"type": "number"}}}},
+            },
         },
         "ChunkRequest": {
             "type": "object", "required": ["chunk", "user", "item"],
