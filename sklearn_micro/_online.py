@@ -7,11 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
-from ._request import ItemLists
+from ._kernels import numba_threads
+from ._kernels.csr import keep_entries
+from ._kernels.request import candidate_topm
+from ._log import as_ids
+from ._micro_state import LatestChunk, interest_weights
+from ._parallel import resolve_n_jobs
+from ._request import ItemLists, own_items, parse_request, removed_items, single_list
 from .base import csr_rows
 
-__all__ = ["Explanation", "item_mixtures", "mixtures_with_history", "recent_with_history"]
+__all__ = ["Explanation", "MiCROOnline", "item_mixtures", "mixtures_with_history",
+           "recent_with_history"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,3 +193,275 @@ def item_mixtures(by_item_indptr, by_item_interest, by_item_count, chunk_items,
     row = np.repeat(np.arange(n), np.diff(indptr))
     sums = np.bincount(row, weights=count, minlength=n)
     return indptr, k.astype(np.int32), count / sums[row]
+
+
+@dataclass(frozen=True, eq=False)
+class _Within:
+    """The items a request may return, the same for every row: those of ``allowed``
+    (None: any) not in ``excluded`` (None: none); sorted model indices."""
+
+    allowed: np.ndarray | None
+    excluded: np.ndarray | None
+
+    def holds(self, items: np.ndarray) -> np.ndarray:
+        """Whether each of ``items`` (model indices) may be returned."""
+        keep = np.ones(items.shape[0], bool)
+        if self.allowed is not None:
+            keep &= np.isin(items, self.allowed)
+        if self.excluded is not None:
+            keep &= ~np.isin(items, self.excluded)
+        return keep
+
+
+def _interest_counts(phi_ptr, phi_item, phi_cnt, local, interests):
+    """``N[i, k, t]`` of each item (``local``: its local index in the chunk, -1 outside)
+    in each of ``interests``, from the interest-major CSR ``phi_*`` (each interest's local
+    items sorted): an array of shape (n_items, n_interests)."""
+    count = np.zeros((local.shape[0], interests.shape[0]))
+    for q, k in enumerate(interests):
+        lo, hi = phi_ptr[k], phi_ptr[k + 1]
+        at = lo + np.searchsorted(phi_item[lo:hi], local)
+        hit = (local >= 0) & (at < hi)
+        hit[hit] = phi_item[at[hit]] == local[hit]
+        count[hit, q] = phi_cnt[at[hit]]
+    return count
+
+
+class MiCROOnline:
+    """`MiCRO`'s request-time verbs: `recommend`'s filters and history, `similar_items`
+    and `explain`, over the state a `MiCRO` holds (mixed into the class)."""
+
+    def _answer(self, user_index, m, seen, request, exclude_seen):
+        """`recommend` on internal indices. Flat ``exclude`` and ``allow`` lists (the same
+        for every user) restrict the latest chunk the top-m kernels rank from
+        (`_chunk_within`); lists per user join the seen items, and rank within
+        ``allow`` by `candidate_topm`."""
+        allow, exclude = request.allow, request.exclude
+        if allow is not None and not allow.is_flat:
+            return super()._answer(user_index, m, seen, request, exclude_seen)
+        within = None
+        if allow is not None or (exclude is not None and exclude.is_flat):
+            within = _Within(None if allow is None else allow.flat_items(),
+                             exclude.flat_items() if exclude is not None and exclude.is_flat
+                             else None)
+            if exclude is not None and exclude.is_flat:
+                exclude = None
+        seen = removed_items(seen, exclude, request.history if exclude_seen else None)
+        return self._recommend(user_index, m, seen, request.history, within=within)
+
+    def _mixtures(self, user_index, history=None):
+        """CSR (indptr, interests, theta) of the users' mixtures, with ``history`` (the
+        request's `ItemLists`) counted in (`mixtures_with_history`)."""
+        if history is None:
+            return self._theta(user_index)
+        return mixtures_with_history(self.support_indptr_, self.support_interest_,
+                                     self.support_count_, self.item_interest_, user_index,
+                                     history, self.alpha)
+
+    def _chunk_within(self, within: _Within) -> dict:
+        """`_grouped_chunk` with only the items ``within`` holds: ``phi``'s entries and
+        the popularity order of the others dropped, the rest (counts, shares, the items'
+        numbering) as it is, so the top-m kernels rank the same scores over fewer items."""
+        chunk = self._grouped_chunk()
+        keep = within.holds(chunk["items"])
+        entry = keep[chunk["phi_item"]]
+        return {**chunk, "phi_indptr": keep_entries(chunk["phi_indptr"], entry),
+                "phi_item": chunk["phi_item"][entry], "phi_count": chunk["phi_count"][entry],
+                "popular_order": chunk["popular_order"][keep[chunk["popular_order"]]]}
+
+    def _recommend_allowed(self, user_index, m, seen, allow, history):
+        indptr, k, theta = self._mixtures(user_index, history)
+        recent = (self._recent_scores(user_index, history) if self.personal_weight_ > 0
+                  else None)
+        return self._rank_candidates(indptr, k, theta, recent, m, seen, allow)
+
+    def _rank_candidates(self, indptr, k, theta, recent, m, seen, candidates: ItemLists):
+        """Top-m of each row's ``candidates`` by the score `recommend` gives them
+        (`candidate_topm`): the rows' mixtures ``(indptr, k, theta)`` and recent items
+        (`_recent_scores`, or None without the personal component)."""
+        n = indptr.shape[0] - 1
+        weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
+        if recent is None:
+            recent = np.zeros(n + 1, np.int64), np.empty(0, np.int64), np.empty(0)
+        r_ptr, r_item, r_u = recent
+        lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
+        share_weight = (np.diff(indptr) == 0).astype(np.float64)
+        chunk = self._grouped_chunk()
+        with numba_threads(resolve_n_jobs(self.n_jobs)) as threads:
+            return candidate_topm(
+                indptr, k, weight, base, share_weight, lam, r_ptr, r_item.astype(np.int64),
+                r_u, chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
+                chunk["item_count"], chunk["share"], candidates.lo, candidates.hi,
+                candidates.items, self._item_local(), seen[0], seen[1], int(m), threads)
+
+    def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
+        """The items most likely engaged next by someone who engaged with each item.
+
+        An item ``i`` is taken as a user whose mixture is the item's own distribution over
+        interests in the latest chunk, ``N[i, k, t] / sum_k N[i, k, t]`` (so an item
+        first engaged in the latest chunk has one), or its main interest for an item
+        without engagements there; items are then ranked by ``sum_k p(k|i) *
+        phi[k, t][j]``, as `recommend` ranks for a user with that mixture and no personal
+        component, the item itself left out. An unknown item, or one with no interest,
+        gets the latest chunk's popularity ranking, scored by each item's share of the
+        chunk's engagements.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+        m : int, default=100
+            Number of items per row, as in `recommend`.
+        exclude, allow : list of item ids, or list of lists of item ids, optional
+            As in `recommend`, flat or aligned with ``items``.
+
+        Returns
+        -------
+        similar : ndarray of shape (n_items, m)
+            External item ids, best first, padded with -1 (or "").
+        scores : ndarray of shape (n_items, m)
+            ``p(j | i)``; -inf where padded.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_micro import MiCRO
+        >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
+        >>> model = MiCRO(random_state=0).fit(
+        ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+        >>> model.similar_items([10], m=2)[0]
+        array([[11, 12]])
+        """
+        model = self._published()
+        check_is_fitted(model, "support_indptr_")
+        items = model._check_recommend(items, m, False, name="items")
+        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
+                                allow=allow, rows_name="items")
+        index = model.item_ids_.lookup(items, name="items")
+        indptr, k, theta = item_mixtures(*model._items_by_interest(), model.chunk_items_,
+                                         model.item_interest_, index)
+        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
+        seen = removed_items(no_seen, own_items(index), request.exclude)
+        m = int(m)
+        if request.allow is not None and not request.allow.is_flat:
+            found, scores = model._rank_candidates(indptr, k, theta, None, m, seen,
+                                                   request.allow)
+        else:
+            chunk = None if request.allow is None else model._chunk_within(
+                _Within(request.allow.flat_items(), None))
+            found, scores = model._rank_mixtures(indptr, k, theta, m, seen, chunk=chunk)
+        return model._external_items(found), scores
+
+    def explain(self, user, items, *, history=None) -> Explanation:
+        """Each item's score for a user, split into its interests' and personal terms.
+
+        Parameters
+        ----------
+        user : int or str
+            One external user id (unknown users are scored as `recommend` scores them).
+        items : array-like of shape (n_items,)
+            External item ids.
+        history : list of item ids, optional
+            The user's engagements since the latest chunk, as one row of `recommend`'s
+            ``history``.
+
+        Returns
+        -------
+        explanation : Explanation
+            ``scores`` (the scores `recommend` gives these items for this user and
+            history), ``interests`` and ``weights`` (the user's mixture), the per-interest
+            ``contributions`` of each item, the ``popularity`` and ``personal`` terms;
+            each item's terms sum to its score.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_micro import MiCRO
+        >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
+        >>> model = MiCRO(personal=0, random_state=0).fit(
+        ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+        >>> why = model.explain(0, [10, 12])
+        >>> why.interests, why.weights
+        (array([0]), array([1.]))
+        >>> why.scores.round(4)
+        array([0.4951, 0.0049])
+        >>> bool(np.allclose(why.contributions.sum(axis=1), why.scores))
+        True
+        """
+        model = self._published()
+        check_is_fitted(model, "support_indptr_")
+        one = as_ids(user, name="user")
+        if one.ndim != 0:
+            raise ValueError(f"user must be one user id; got {type(user).__name__} of shape "
+                             f"{one.shape}.")
+        items = as_ids(items, name="items")
+        if items.ndim != 1:
+            raise ValueError(f"items must be a 1-D list of item ids; got shape {items.shape}.")
+        hist = None if history is None else single_list(model.item_ids_, history, "history")
+        user_index = model.user_ids_.lookup(one.reshape(1), name="user")
+        index = (model.item_ids_.lookup(items, name="items") if items.size
+                 else np.empty(0, np.int64))
+        indptr, k, theta = model._mixtures(user_index, hist)
+        recent = (model._recent_scores(user_index, hist) if model.personal_weight_ > 0
+                  else None)
+        # the scores, as `recommend` computes them
+        cand = np.unique(index[index >= 0])
+        candidates = ItemLists(np.zeros(1, np.int64), np.full(1, cand.shape[0]), cand)
+        no_seen = np.zeros(2, np.int64), np.empty(0, np.int64)
+        got, got_scores = model._rank_candidates(indptr, k, theta, recent,
+                                                 max(cand.shape[0], 1), no_seen, candidates)
+        found = got[0] >= 0
+        score_of = dict(zip(got[0][found].tolist(), got_scores[0][found], strict=True))
+        scores = np.array([score_of.get(int(i), -np.inf) for i in index], np.float64)
+        # the terms
+        weight, base = interest_weights(indptr, k, theta, model.beta, LatestChunk.of(model))
+        lam = 0.0
+        r_u_of = {}
+        if recent is not None and recent[0][1] > 0:
+            lam = model.personal_weight_
+            r_u_of = dict(zip(recent[1].tolist(), recent[2], strict=True))
+        chunk = model._grouped_chunk()
+        local = np.where(index >= 0, model._item_local()[np.maximum(index, 0)], -1)
+        in_chunk = (local >= 0) & (scores > -np.inf)
+        count = _interest_counts(chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
+                                 local, k)
+        keep = 1.0 - lam
+        ranked = scores > -np.inf
+        contributions = np.where(in_chunk[:, None],
+                                 keep * weight[None, :] * (model.beta + count), 0.0)
+        popularity = np.zeros(index.shape[0])
+        if k.shape[0] == 0:
+            popularity[in_chunk] = keep * chunk["share"][local[in_chunk]]
+        personal = np.array([lam * r_u_of.get(int(i), 0.0) for i in index], np.float64)
+        personal[~ranked] = 0.0
+        return Explanation(user=one.item() if one.dtype.kind != "U" else str(one),
+                           items=items, scores=scores, interests=k.astype(np.int64),
+                           weights=theta, contributions=contributions, popularity=popularity,
+                           personal=personal, personal_weight=float(lam))
+
+    def _item_local(self) -> np.ndarray:
+        """Each item's local index in `_grouped_chunk`'s numbering (-1 outside the latest
+        chunk), over every item known; kept with its arrays."""
+        cache = self._grouped_chunk()
+        found = cache.get("item_local")
+        if found is None or found.shape[0] != len(self.item_ids_):
+            found = np.full(len(self.item_ids_), -1, cache["local_of"].dtype)
+            found[self.chunk_items_] = cache["local_of"]
+            cache["item_local"] = found
+        return found
+
+    def _items_by_interest(self) -> dict:
+        """The latest chunk's ``N[i, k, t]`` as a CSR from positions in ``chunk_items_``
+        to interests (every count), kept with `_grouped_chunk`'s arrays."""
+        cache = self._grouped_chunk()
+        found = cache.get("by_item")
+        if found is None:
+            k = np.repeat(np.arange(self.n_interests_, dtype=np.int32),
+                          np.diff(self.phi_indptr_))
+            order = np.argsort(self.phi_item_, kind="stable")
+            indptr = np.zeros(self.chunk_items_.shape[0] + 1, np.int64)
+            np.cumsum(np.bincount(self.phi_item_, minlength=self.chunk_items_.shape[0]),
+                      out=indptr[1:])
+            found = (indptr, k[order], self.phi_count_[order])
+            cache["by_item"] = found
+        return found

@@ -10,6 +10,7 @@ and engagements with it tell the model nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -27,8 +28,8 @@ class ItemLists:
     """Item lists over a request's rows as a CSR of internal item indices.
 
     Row ``r``'s items are ``items[lo[r]:hi[r]]``: a flat list given for every row is held
-    once, every row pointing at it. With ``distinct``, a row's items are sorted and
-    distinct; otherwise they keep their order and repeats (a history's engagements).
+    once, every row pointing at it. A row's items keep their order and repeats (a
+    history's engagements).
     """
 
     lo: np.ndarray
@@ -38,6 +39,17 @@ class ItemLists:
     @property
     def n_rows(self) -> int:
         return self.lo.shape[0]
+
+    @property
+    def is_flat(self) -> bool:
+        """Whether every row holds the same list."""
+        return bool((self.lo == self.lo[:1]).all() and (self.hi == self.hi[:1]).all())
+
+    def flat_items(self) -> np.ndarray:
+        """The list of a flat `ItemLists` (`is_flat`)."""
+        if self.n_rows == 0:
+            return np.empty(0, np.int64)
+        return self.items[self.lo[0]:self.hi[0]]
 
     def rows(self, rows: np.ndarray) -> ItemLists:
         """The lists of ``rows`` (positions among this one's rows)."""
@@ -100,8 +112,29 @@ def _is_list(value) -> bool:
                                                    and value.ndim == 0)
 
 
+def _aligned_lists(value, item_ids: Vocabulary, name: str) -> ItemLists:
+    """One list of item ids per row, as `ItemLists`: looked up all at once, or row by row
+    (naming the row in the error) when they are not all ids of the model's kind."""
+    sizes = np.array([len(v) for v in value], np.int64)
+    row = np.repeat(np.arange(sizes.shape[0]), sizes)
+    try:
+        flat = np.asarray(list(chain.from_iterable(value)))
+        index = item_ids.lookup(flat, name=name) if flat.size else np.empty(0, np.int64)
+        if index.shape != row.shape:
+            raise ValueError(name)
+    except (TypeError, ValueError):
+        parts = [_ids(v, item_ids, f"{name}[{r}]") for r, v in enumerate(value)]
+        index = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        row = np.repeat(np.arange(sizes.shape[0]), [p.shape[0] for p in parts])
+    known = index >= 0
+    row, index = row[known], index[known].astype(np.int64)
+    counts = np.bincount(row, minlength=sizes.shape[0])
+    hi = np.cumsum(counts)
+    return ItemLists(hi - counts, hi, index)
+
+
 def _item_lists(value, n_rows: int, item_ids: Vocabulary, name: str, rows_name: str, *,
-                aligned_only: bool = False, distinct: bool = True) -> ItemLists | None:
+                aligned_only: bool = False) -> ItemLists | None:
     """``value``, a flat list of item ids or a list of lists aligned with the rows, as
     `ItemLists` (None stays None)."""
     if value is None:
@@ -123,13 +156,7 @@ def _item_lists(value, n_rows: int, item_ids: Vocabulary, name: str, rows_name: 
         if len(value) != n_rows:
             raise ValueError(f"{name} must be {expected}; got {len(value)} lists for "
                              f"{n_rows} entries of {rows_name}.")
-        parts = [_ids(v, item_ids, f"{name}[{r}]") for r, v in enumerate(value)]
-        if distinct:
-            parts = [np.unique(p) for p in parts]
-        sizes = np.array([p.shape[0] for p in parts], np.int64)
-        hi = np.cumsum(sizes)
-        items = np.concatenate(parts) if parts else np.empty(0, np.int64)
-        return ItemLists(hi - sizes, hi, items.astype(np.int64))
+        return _aligned_lists(value, item_ids, name)
     if any(nested):
         j = nested.index(True) if not nested[0] else nested.index(False)
         raise ValueError(f"{name} must be {expected}, not both; got a mix (entry {j} is "
@@ -140,8 +167,6 @@ def _item_lists(value, n_rows: int, item_ids: Vocabulary, name: str, rows_name: 
                              np.empty(0, np.int64))
         raise ValueError(f"{name} must be {expected}; got a flat list {_describe(value)}.")
     items = _ids(value, item_ids, name)
-    if distinct:
-        items = np.unique(items)
     return ItemLists(np.zeros(n_rows, np.int64), np.full(n_rows, items.shape[0], np.int64),
                      items.astype(np.int64))
 
@@ -154,18 +179,16 @@ def parse_request(item_ids: Vocabulary, n_rows: int, *, exclude=None, allow=None
         exclude=_item_lists(exclude, n_rows, item_ids, "exclude", rows_name),
         allow=_item_lists(allow, n_rows, item_ids, "allow", rows_name),
         history=_item_lists(history, n_rows, item_ids, "history", rows_name,
-                            aligned_only=True, distinct=False),
+                            aligned_only=True),
     )
 
 
-def single_list(item_ids: Vocabulary, value, name: str, *, distinct: bool = False) -> ItemLists:
+def single_list(item_ids: Vocabulary, value, name: str) -> ItemLists:
     """A flat list of item ids (``explain``'s history) as `ItemLists` of one row."""
     if not _is_list(value) or is_aligned(value):
         raise ValueError(f"{name} must be a flat list of item ids; got {type(value).__name__} "
                          f"{_describe(value)}.")
     items = _ids(value, item_ids, name)
-    if distinct:
-        items = np.unique(items)
     return ItemLists(np.zeros(1, np.int64), np.full(1, items.shape[0], np.int64),
                      items.astype(np.int64))
 

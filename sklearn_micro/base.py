@@ -302,8 +302,15 @@ class RecommenderMixin:
         view.__dict__ = self.__dict__
         return view
 
-    def _publish(self, state: dict) -> None:
-        """Make ``state`` (a new dict of attributes) this recommender's, in one swap."""
+    def _publish(self, state: dict, *, replacing: dict | None = None) -> None:
+        """Make ``state`` (a new dict of attributes) this recommender's, in one swap;
+        refused if the state is no longer ``replacing``, the one the new state was built
+        from (another ``partial_fit`` published meanwhile: its chunks would be lost)."""
+        if replacing is not None and self.__dict__ is not replacing:
+            raise RuntimeError(
+                f"{type(self).__name__}.partial_fit: another call published a new state "
+                "while this one ran, so this call's chunks were not taken; call "
+                "partial_fit from one thread at a time.")
         self.__dict__ = state
 
     def _check_recommend(self, users, m, exclude_seen, *, name: str = "users") -> np.ndarray:

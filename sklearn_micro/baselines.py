@@ -25,8 +25,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._kernels.ranking import place_neighbours, prefilter_block, prefilter_finish, top_m_sparse
-from ._kernels.topm import fill_remainder
-from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
+from ._kernels.selection import CUT_SAMPLE, fill_remainder
+from ._log import LOOKUP_ROWS, EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
 from ._parallel import resolve_n_jobs
 from ._request import allowed_top_m, own_items, parse_request, removed_items
 from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
@@ -48,8 +48,6 @@ _BLOCK_SCORES = 1 << 21
 _ITEM_BLOCK = 8192
 # candidates a user may keep waiting for exact scores, in multiples of m
 _BUFFERED = 8
-# scores of a user's first block read for a guess of its cut (`prefilter_block`)
-_CUT_SAMPLE = 512
 
 
 def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
@@ -130,7 +128,7 @@ def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
         for i0 in range(0, n_c, item_block):
             i1 = min(n_c, i0 + item_block)
             prefilter_block(rows @ vectors[i0:i1].T, i0, rows, vectors, candidates, margin,
-                            tie_key, *seen, _CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
+                            tie_key, *seen, CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
         prefilter_finish(rows, vectors, candidates, tie_key, cut, buf, buf_score, buf_n,
                          *outs)
 
@@ -159,10 +157,6 @@ def _product_error(queries: np.ndarray, vectors: np.ndarray) -> float:
     return 2.0 * bound * ((d + 2) * u / (1 - (d + 2) * u) + 2 * u)
 
 
-# rows whose ids are looked up at once while the seen items of a log are gathered
-_LOOKUP_ROWS = 1 << 20
-
-
 def _seen_of_log(user_ids: Vocabulary, item_ids: Vocabulary, log) -> SeenItems:
     """The seen items of a whole log, gathered block by block into one sorted key array,
     so memory holds about 8 bytes per engagement beyond the log (not the ids looked up)."""
@@ -173,8 +167,8 @@ def _seen_of_log(user_ids: Vocabulary, item_ids: Vocabulary, log) -> SeenItems:
             f"{len(user_ids)} users and {len(item_ids)} items."
         )
     keys = np.empty(n, np.int64)
-    for lo in range(0, n, _LOOKUP_ROWS):
-        hi = min(n, lo + _LOOKUP_ROWS)
+    for lo in range(0, n, LOOKUP_ROWS):
+        hi = min(n, lo + LOOKUP_ROWS)
         user = user_ids.lookup(log.user[lo:hi], name="X user ids")
         item = item_ids.lookup(log.item[lo:hi], name="X item ids")
         np.bitwise_or(user << 32, item, out=keys[lo:hi])
@@ -290,6 +284,7 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
         self : object
             The updated recommender.
         """
+        base = self.__dict__
         check_is_fitted(self, "item_ids_", msg=(
             f"{type(self).__name__}.partial_fit needs a fitted recommender: call fit on the "
             "training log (or the Pipeline) first."))
@@ -318,13 +313,13 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
             )
             state["latest_chunk_"] = chunk
             self._update_chunk(state, user[rows], item[rows])
-        self._finish(state)
+        self._finish(state, replacing=base)
         return self
 
     def _state_names(self):
         return [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]
 
-    def _finish(self, state: dict) -> None:
+    def _finish(self, state: dict, *, replacing: dict | None = None) -> None:
         """Derive the latest chunk's popularity and commit ``state`` to ``self``."""
         n_items = len(state["item_ids_"])
         latest = state["window_chunk_"] == state["latest_chunk_"]
@@ -340,13 +335,38 @@ class _WindowRecommender(RecommenderMixin, BaseEstimator):
         )
         self._derive(state)
         # one swap: readers on other threads see the state before or after, never a mix
-        self._publish({**self.__dict__, **state})
+        self._publish({**self.__dict__, **state}, replacing=replacing)
 
     # -- recommend ---------------------------------------------------------------------------
 
     def _recommend(self, user_index, m, seen, history=None):
         return self._ranked(user_index.shape[0], m, seen, lambda *out: self._rank(
             user_index, *out, history=history))
+
+    def _similar_by_vectors(self, items, m, exclude, allow):
+        """`similar_items` of the recommenders with item vectors: each item with a vector
+        (`_item_queries`) queries the candidates as a user's vector does (`_rank_queries`),
+        the item itself left out; the others get the latest chunk's popularity."""
+        model = self._published()
+        items = model._check_recommend(items, m, False, name="items")
+        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
+                                allow=allow, rows_name="items")
+        index = model.item_ids_.lookup(items, name="items")
+        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
+        seen = removed_items(no_seen, own_items(index), request.exclude)
+        queries, has = model._item_queries(index)
+
+        def rank(rows, depth, sub_seen):
+            mine = has[rows]
+            return model._ranked(rows.shape[0], depth, sub_seen, lambda *out: (
+                model._rank_queries(queries[rows[mine]], np.flatnonzero(mine), *out)))
+
+        if request.allow is None:
+            found, scores = rank(np.arange(items.shape[0]), int(m), seen)
+        else:
+            found, scores = allowed_top_m(rank, items.shape[0], int(m), seen, request.allow,
+                                          len(model.item_ids_))
+        return model._external_items(found), scores
 
     def _ranked(self, n, m, seen, rank_own):
         """Rows of ``m`` slots: ``rank_own(items, scores, n_filled, seen_indptr,
@@ -817,32 +837,19 @@ class ANNRecommender(_WindowRecommender):
             External item ids, best first, and their cosine similarity; padded with -1 (or
             "") and -inf.
         """
-        model = self._published()
-        items = model._check_recommend(items, m, False, name="items")
-        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
-                                allow=allow, rows_name="items")
-        index = model.item_ids_.lookup(items, name="items")
-        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
-        seen = removed_items(no_seen, own_items(index), request.exclude)
-        pos = np.minimum(np.searchsorted(model.candidate_items_, index),
-                         max(model.candidate_items_.shape[0] - 1, 0))
-        has = (index >= 0) & (model.candidate_items_.shape[0] > 0)
-        if model.candidate_items_.shape[0]:
-            has &= model.candidate_items_[pos] == index
+        return self._similar_by_vectors(items, m, exclude, allow)
 
-        def rank(rows, depth, sub_seen):
-            mine = rows[has[rows]]
-            queries = model.item_vectors_[pos[mine]]
-            local = np.flatnonzero(has[rows])
-            return model._ranked(rows.shape[0], depth, sub_seen,
-                                 lambda *out: model._rank_queries(queries, local, *out))
-
-        if request.allow is None:
-            found, scores = rank(np.arange(items.shape[0]), int(m), seen)
-        else:
-            found, scores = allowed_top_m(rank, items.shape[0], int(m), seen, request.allow,
-                                          len(model.item_ids_))
-        return model._external_items(found), scores
+    def _item_queries(self, index):
+        """The unit vector of each item (``index``: model indices) with one, and which
+        have one."""
+        pos = np.minimum(np.searchsorted(self.candidate_items_, index),
+                         max(self.candidate_items_.shape[0] - 1, 0))
+        has = (index >= 0) & (self.candidate_items_.shape[0] > 0)
+        if self.candidate_items_.shape[0]:
+            has &= self.candidate_items_[pos] == index
+        queries = np.zeros((index.shape[0], self.item_vectors_.shape[1]), np.float32)
+        queries[has] = self.item_vectors_[pos[has]]
+        return queries, has
 
     def _query_index(self, queries, m, seen_indptr, seen_items, out_items, out_scores, out_n):
         index = self._get_index()
@@ -926,7 +933,7 @@ class ALSRecommender(_WindowRecommender):
     engagements of the window and the history, as ``partial_fit`` folds in a new user;
     for a training user it stands in for the fitted vector in that call only. ``exclude``
     and ``allow`` filter the ranking, with exactly ``m`` eligible items wherever they
-    exist.
+    exist. `similar_items` ranks by the cosine similarity of the item vectors.
 
     Examples
     --------
@@ -1047,6 +1054,53 @@ class ALSRecommender(_WindowRecommender):
         window_items = np.unique(state["window_item_"])
         has_vector = _nonzero_rows(state["item_factors_"], window_items)
         state["candidate_items_"] = window_items[has_vector].astype(np.int64)
+
+    def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
+        """The items whose ALS vectors are nearest to each item's, by cosine similarity.
+
+        An item with a vector is queried by its unit vector among the window's items that
+        have one; an item without one gets the latest chunk's popularity ranking.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+        m : int, default=100
+            Number of items per row, as in `recommend`.
+        exclude, allow : list of item ids, or list of lists of item ids, optional
+            As in `recommend`, flat or aligned with ``items``.
+
+        Returns
+        -------
+        similar, scores : ndarray of shape (n_items, m)
+            External item ids, best first, and their cosine similarity; padded with -1 (or
+            "") and -inf.
+        """
+        return self._similar_by_vectors(items, m, exclude, allow)
+
+    def _item_queries(self, index):
+        """The unit vector of each item (``index``: model indices) with one, and which
+        have one."""
+        known = index >= 0
+        queries = np.zeros((index.shape[0], self.item_factors_.shape[1]), np.float32)
+        queries[known] = self.item_factors_[index[known]]
+        norms = np.linalg.norm(queries, axis=1)
+        has = norms > 0
+        queries[has] /= norms[has, None]
+        return queries, has
+
+    def _rank_queries(self, queries, rows, items, scores, n_filled, seen_indptr, seen_items):
+        """The candidates of highest cosine similarity to unit ``queries``, into the slots
+        of ``rows``."""
+        if rows.size == 0 or self.candidate_items_.size == 0:
+            return
+        vectors = self.item_factors_[self.candidate_items_]
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
+        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
+        _exact_top_m(queries, vectors, self.candidate_items_, self.item_rank_, sub_indptr,
+                     sub_seen, out_items, out_scores, out_n)
+        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
 
     def _folded_in(self, user_index, history):
         """The user vectors of rows with a history: the ALS user step (`implicit`'s

@@ -15,23 +15,10 @@ from tqdm.auto import tqdm
 
 from ._kernels import numba_threads
 from ._kernels.als import solve_rows
-from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, index_dtype
+from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, lookup_in_blocks
 from ._parallel import resolve_n_jobs
 
 __all__ = ["GraphEmbedder"]
-
-
-# Rows of the log whose ids are looked up at once (bounds the int64 temporaries of a lookup).
-_LOOKUP_ROWS = 1 << 20
-
-
-def _lookup_in_blocks(vocabulary: Vocabulary, values: np.ndarray, name: str) -> np.ndarray:
-    """Internal indices of ``values`` (-1 where unknown), int32 where they fit."""
-    out = np.empty(values.shape[0], index_dtype(len(vocabulary)))
-    for start in range(0, values.shape[0], _LOOKUP_ROWS):
-        stop = start + _LOOKUP_ROWS
-        out[start:stop] = vocabulary.lookup(values[start:stop], name=name)
-    return out
 
 
 def engagement_matrix(
@@ -43,8 +30,8 @@ def engagement_matrix(
     up in blocks, so that the largest temporaries are the int32 (user, item) pairs of the
     log and scipy's counting conversion to CSR, never an int64 copy of the whole log.
     """
-    user = _lookup_in_blocks(user_ids, log.user, "user")
-    item = _lookup_in_blocks(item_ids, log.item, "item")
+    user = lookup_in_blocks(user_ids, log.user, "user")
+    item = lookup_in_blocks(item_ids, log.item, "item")
     known = (user >= 0) & (item >= 0)
     if not known.all():
         user, item = user[known], item[known]

@@ -169,3 +169,22 @@ def test_parallel_kernels_from_several_threads_do_not_abort(layer):
     assert done.stdout.strip().endswith("ok")
     if layer is not None:
         assert done.stdout.split()[0] == layer
+
+
+def test_partial_fit_refuses_to_publish_over_another_update(monkeypatch):
+    """Two writers at once: the one that publishes second would drop the first one's
+    chunk, so it is refused and the first one's state stays."""
+    model = MiCRO(random_state=0, personal=0).fit(X_TRAIN, item_interest=INTERESTS)
+    sample = MiCRO._sample_chunk
+    other = {}
+
+    def meanwhile(self, chunk, log):
+        if not other:
+            other["state"] = dict(model.__dict__, latest_chunk_=chunk + 100)
+            model._publish(other["state"])
+        return sample(self, chunk, log)
+
+    monkeypatch.setattr(MiCRO, "_sample_chunk", meanwhile)
+    with pytest.raises(RuntimeError, match="another call published a new state"):
+        model.partial_fit(FIRST)
+    assert model.__dict__ is other["state"]

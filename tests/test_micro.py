@@ -543,10 +543,10 @@ def test_chunk_log_likelihood_equals_the_lgamma_formula(users, entries, interest
 @given(st.integers(0, 8), st.integers(0, 4), st.integers(0, 20), st.booleans(),
        st.integers(0, 2**32 - 1))
 def test_grown_supports_add_counts_and_append_rows(n_old, n_more, n_new, known, seed):
-    # partial_fit's commit (`_grown_supports`): new users' entries after the old rows in
+    # partial_fit's commit (`grown_supports`): new users' entries after the old rows in
     # one copy, a known user without a support through the general path; both give each
     # row its old entries (counts added) then its new ones in their order
-    from sklearn_micro.micro import _grown_supports
+    from sklearn_micro._micro_state import grown_supports
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 4, n_old)
@@ -565,7 +565,7 @@ def test_grown_supports_add_counts_and_append_rows(n_old, n_more, n_new, known, 
     rows = rng.choice(choices, n_new) if choices.shape[0] else np.empty(0, np.int64)
     new_interest = rng.integers(0, 50, rows.shape[0])
     new_count = rng.integers(1, 9, rows.shape[0])
-    got_ptr, got_interest, got_count = _grown_supports(
+    got_ptr, got_interest, got_count = grown_supports(
         indptr, interest, count, n_users, position, add, rows, new_interest, new_count)
     np.testing.assert_array_equal(interest, before[0])  # the given arrays are left as
     np.testing.assert_array_equal(count, before[1])     # they were
@@ -615,7 +615,7 @@ def test_recommend_with_paper_equals_the_two_models_recommend(phi_min_count):
     the lists and scores are those of the two `recommend` calls, bit for bit."""
     import scipy.sparse as sp
 
-    from sklearn_micro._kernels.topm import CUT_SAMPLE, SELECT_RATIO
+    from sklearn_micro._kernels.selection import CUT_SAMPLE, SELECT_RATIO
     from sklearn_micro.datasets import make_engagements
 
     # two interests, so that users of both have the thousands of candidates that take the

@@ -105,10 +105,13 @@ def test_filters_equal_a_brute_force_filter_of_the_full_ranking(name, with_histo
         {"exclude": [list(rng.choice(ITEMS, int(rng.integers(0, 15)), replace=False))
                      for _ in USERS]},
         {"allow": list(rng.choice(ITEMS, 12, replace=False))},
-        {"allow": [list(rng.choice(ITEMS, int(rng.integers(0, 20)), replace=False))
+        {"allow": [list(rng.choice(ITEMS, int(rng.integers(0, 20))))  # with repeats
                    for _ in USERS],
          "exclude": list(rng.choice(ITEMS, 5, replace=False))},
         {"allow": list(ITEMS[:3]) + [987654321]},
+        {"allow": list(rng.choice(ITEMS, 25, replace=False)),
+         "exclude": [list(rng.choice(ITEMS, int(rng.integers(0, 15)), replace=False))
+                     for _ in USERS]},
     ]
     for case in cases:
         for exclude_seen in (False, True):
@@ -270,6 +273,22 @@ def test_ann_similar_items_by_vector():
     assert similar[0][0] == model.item_ids_.ids[model.candidate_items_[best]]
     assert_allclose(scores[0][0], vec[best] @ vec[0], rtol=1e-5)
     assert_array_equal(similar[1], model.recommend([10**12], 5)[0][0])
+
+
+def test_als_similar_items_by_cosine():
+    model = BASELINES["als"]
+    item = int(model.item_ids_.ids[model.candidate_items_[0]])
+    similar, scores = model.similar_items([item, 123456789], 4, exclude=[[], []])
+    vec = model.item_factors_[model.candidate_items_]
+    vec = vec / np.linalg.norm(vec, axis=1, keepdims=True)
+    cos = vec[1:] @ vec[0]
+    assert item not in similar[0]
+    assert_allclose(scores[0], np.sort(cos)[::-1][:4], rtol=1e-5)
+    assert_array_equal(similar[1], model.recommend([10**12], 4)[0][0])
+    allowed = [int(i) for i in model.item_ids_.ids[model.candidate_items_[1::2]]]
+    got, _ = model.similar_items([item], 3, allow=allowed)
+    full, _ = model.similar_items([item], len(model.item_ids_))
+    assert_array_equal(got[0], [i for i in full[0] if i in allowed][:3])
 
 
 BAD = [

@@ -3,7 +3,8 @@
 import numpy as np
 from numba import njit, prange
 
-from .topm import ZERO, _drain, _is_seen, _offer, lower_bound
+from .selection import ZERO, drain, is_seen, lower_bound, offer
+from .topm import _max_row, _scatter
 
 
 @njit(cache=True)
@@ -16,79 +17,110 @@ def _find(values, lo, hi, value):
 
 
 @njit(cache=True)
-def _candidate_score(r, item, keep, lam, q_ptr, q_k, q_w, q_base, q_share, r_ptr, r_item,
-                     r_w, phi_ptr, phi_item, phi_cnt, item_pop, item_share, sorted_items,
-                     local_of, out):
-    """Row r's score of ``item`` (a global index) into ``out[0]`` and its popularity into
-    ``out[1]``; returns False where the row does not rank the item (neither in the latest
-    chunk nor among the row's recent items).
+def _interest_sum(r, li, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt):
+    """Row r's ``sum_k q_w[k] * phi_cnt[k, li]`` over its interests, in their order, each
+    count found by a binary search in its interest's entries."""
+    x = 0.0
+    for q in range(q_ptr[r], q_ptr[r + 1]):
+        k = q_k[q]
+        e = _find(phi_item, phi_ptr[k], phi_ptr[k + 1], li)
+        if e >= 0:
+            x = x + q_w[q] * phi_cnt[e]
+    return x
 
-    The arithmetic is `personal_topm`'s (and, with ``lam`` 0 and no recent items,
-    `mixture_topm`'s and `fill_remainder`'s): the interests' sum ``x`` adds
-    ``q_w * phi_cnt`` over the row's interests in their order, and the score is
-    ``keep * (q_base + q_share * item_share + x)``, plus ``lam * r_w`` for a recent item.
-    """
-    pos = _find(sorted_items, ZERO, sorted_items.shape[0], item)
-    rp = -1
-    if r_ptr[r + 1] > r_ptr[r]:
-        rp = _find(r_item, r_ptr[r], r_ptr[r + 1], item)
-    if pos < 0 and rp < 0:
-        return False
-    if pos >= 0:
-        li = local_of[pos]
-        x = 0.0
-        for q in range(q_ptr[r], q_ptr[r + 1]):
-            k = q_k[q]
-            e = _find(phi_item, phi_ptr[k], phi_ptr[k + 1], li)
-            if e >= 0:
-                x = x + q_w[q] * phi_cnt[e]
-        s = keep * (q_base[r] + q_share[r] * item_share[li] + x)
-        if rp >= 0:
-            s = s + lam * r_w[rp]
-        out[0] = s
-        out[1] = item_pop[li]
-    else:
-        out[0] = lam * r_w[rp]
-        out[1] = 0.0
-    return True
+
+@njit(cache=True)
+def _row_entries(r, q_ptr, q_k, phi_ptr):
+    entries = ZERO
+    for q in range(q_ptr[r], q_ptr[r + 1]):
+        entries += phi_ptr[q_k[q] + 1] - phi_ptr[q_k[q]]
+    return entries
 
 
 @njit(cache=True, parallel=True)
 def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr,
-                   phi_item, phi_cnt, item_pop, item_share, sorted_items, local_of, cand_lo,
-                   cand_hi, cand_items, seen_indptr, seen_items, m, n_threads):
+                   phi_item, phi_cnt, item_pop, item_share, cand_lo, cand_hi, cand_items,
+                   item_local, seen_indptr, seen_items, m, n_threads):
     """Exact top-m of each row's candidates ``cand_items[cand_lo[r]:cand_hi[r]]`` (global
-    item indices, distinct), by MiCRO's score, best first.
+    item indices, repeats taken once), by MiCRO's score, best first. ``item_local`` maps a
+    global item to its local index in the latest chunk (-1 outside it).
 
-    The rows, interests, recent items and chunk are `personal_topm`'s: ``phi_item`` are
-    local items numbered as `group_by_interest` does, sorted within each interest, and
-    ``sorted_items[pos]`` is the global item of local ``local_of[pos]``. A candidate the
-    row does not rank (outside the latest chunk and the row's recent items) or seen
+    The rows, interests, recent items and chunk are `personal_topm`'s, ``phi_item`` being
+    sorted within each interest (`group_by_interest`). A candidate's score is
+    ``keep * (q_base + q_share * item_share + x) + lam * r_w`` (``keep = 1 - lam``; the
+    last term for a recent item; ``x`` the interests' sum of ``q_w * phi_cnt``, added in
+    the row's order of interests), and ``lam * r_w`` for a recent item outside the chunk:
+    `personal_topm`'s arithmetic, and with ``lam`` 0 `mixture_topm`'s and
+    `fill_remainder`'s, so the scores are those `recommend` gives. A row's ``x`` come from
+    its interests scattered into a scratch of the chunk's items (`_scatter`), or, where
+    its candidates are few beside its interests' entries, from binary searches. A
+    candidate the row does not rank (outside the chunk and not recent) or seen
     (``seen_items[seen_indptr[r]:seen_indptr[r+1]]``, sorted) is left out. Ties go to the
-    more popular item, then the lower index, as in every top-m kernel. Returns global item
-    indices and scores of shape (n, m), padded with -1 and -inf.
+    more popular item, then the lower index. Returns global item indices and scores of
+    shape (n, m), padded with -1 and -inf.
     """
     n = q_ptr.shape[0] - 1
+    n_local = item_pop.shape[0]
     items = np.full((n, m), -1, np.int64)
     scores = np.full((n, m), -np.inf)
     n_blocks = max(1, min(n, n_threads))
+    starts = phi_ptr[:-1]
+    ends = phi_ptr[1:]
     for b in prange(n_blocks):
         hs = np.empty(m)
         hp = np.empty(m)
         hi = np.empty(m, np.int64)
-        out = np.empty(2)
+        acc = np.zeros(n_local)
+        touched = np.empty(n_local + 1, np.int32)
+        # candidates already offered: local items of the chunk, and recent items outside it
+        offered = np.zeros(n_local, np.uint8)
+        offered_recent = np.zeros(_max_row(r_ptr), np.uint8)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             keep = 1.0 - lam[r]
             lo = seen_indptr[r]
             hi_seen = seen_indptr[r + 1]
+            n_q = q_ptr[r + 1] - q_ptr[r]
+            scatter = _row_entries(r, q_ptr, q_k, phi_ptr) < 4 * n_q * (cand_hi[r] - cand_lo[r])
+            nt = ZERO
+            if scatter:
+                nt = _scatter(r, q_ptr, q_k, q_w, starts, ends, phi_item, phi_cnt, acc,
+                              touched)
             size = ZERO
             for c in range(cand_lo[r], cand_hi[r]):
                 item = cand_items[c]
-                if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+                li = item_local[item]
+                rp = -1
+                if r_ptr[r + 1] > r_ptr[r]:
+                    rp = _find(r_item, r_ptr[r], r_ptr[r + 1], item)
+                if li >= 0:
+                    if offered[li]:
+                        continue
+                    offered[li] = 1
+                elif rp >= 0:
+                    if offered_recent[rp - r_ptr[r]]:
+                        continue
+                    offered_recent[rp - r_ptr[r]] = 1
+                else:
                     continue
-                if _candidate_score(r, item, keep, lam[r], q_ptr, q_k, q_w, q_base, q_share,
-                                    r_ptr, r_item, r_w, phi_ptr, phi_item, phi_cnt,
-                                    item_pop, item_share, sorted_items, local_of, out):
-                    size, _ = _offer(hs, hp, hi, size, m, out[0], out[1], item)
-            _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
+                if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
+                    continue
+                if li >= 0:
+                    if scatter:
+                        x = acc[li]
+                    else:
+                        x = _interest_sum(r, li, q_ptr, q_k, q_w, phi_ptr, phi_item, phi_cnt)
+                    s = keep * (q_base[r] + q_share[r] * item_share[li] + x)
+                    if rp >= 0:
+                        s = s + lam[r] * r_w[rp]
+                    size, _ = offer(hs, hp, hi, size, m, s, item_pop[li], item)
+                elif rp >= 0:
+                    size, _ = offer(hs, hp, hi, size, m, lam[r] * r_w[rp], 0.0, item)
+            for t in range(nt):
+                acc[touched[t]] = 0.0
+            for c in range(cand_lo[r], cand_hi[r]):
+                li = item_local[cand_items[c]]
+                if li >= 0:
+                    offered[li] = 0
+            offered_recent[:r_ptr[r + 1] - r_ptr[r]] = 0
+            drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores
