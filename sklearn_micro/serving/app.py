@@ -180,6 +180,10 @@ class Service:
 
 
 async def _body(request: Request, limit: int) -> dict:
+    return parse_json(await _read(request, limit))
+
+
+async def _read(request: Request, limit: int) -> bytes:
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise RequestError(413, None, f"the body is {int(length)} bytes; at most {limit}.")
@@ -189,7 +193,7 @@ async def _body(request: Request, limit: int) -> dict:
         if size > limit:
             raise RequestError(413, None, f"the body is over {limit} bytes, the most allowed.")
         parts.append(part)
-    return parse_json(b"".join(parts))
+    return b"".join(parts)
 
 
 async def _model_call(call):
@@ -218,7 +222,6 @@ def create_app(model_path=None, *, service: Service | None = None, **options) ->
         body = await _body(request, limits.max_body_bytes)
         served = service.served
         req = parse_recommend(body, served.user_kind, served.item_kind, limits)
-        served.check_recommend(req)
         return _json(await _model_call(service.batcher.submit(served, req)))
 
     async def similar(request):
@@ -238,9 +241,11 @@ def create_app(model_path=None, *, service: Service | None = None, **options) ->
                                                             req)))
 
     async def chunks(request):
-        body = await _body(request, limits.max_chunk_bytes)
+        raw = await _read(request, limits.max_chunk_bytes)
         served = service.served
-        req = parse_chunk(body, served.user_kind, served.item_kind)
+        # a chunk's JSON is large: parsed and checked off the event loop
+        req = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: parse_chunk(parse_json(raw), served.user_kind, served.item_kind))
         service.updater.submit(req)
         return _json({"status": "queued", "chunk": req.chunk,
                       "queued": list(service.updater.queued)}, 202)

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 from sklearn.pipeline import Pipeline
 
-from ..persistence import load
 from .requests import (
     ExplainRequest,
     RecommendRequest,
@@ -23,7 +22,7 @@ from .requests import (
     as_id_array,
 )
 
-__all__ = ["ServedModel", "load_served"]
+__all__ = ["ServedModel"]
 
 
 def _kind(ids: np.ndarray) -> str:
@@ -55,8 +54,10 @@ class ServedModel:
         The latest chunk it has absorbed.
     user_kind, item_kind : {"int", "str"}
         The kinds of its user and item ids.
-    recommend_options : frozenset of str
-        Which of ``exclude``, ``allow`` and ``history`` its ``recommend`` takes.
+    similar_options : frozenset of str or None
+        Which of ``exclude`` and ``allow`` its ``similar_items`` takes; None without one.
+    can_explain : bool
+        Whether it has ``explain`` (MiCRO).
     """
 
     estimator: object
@@ -65,20 +66,17 @@ class ServedModel:
     chunk: int
     user_kind: str
     item_kind: str
-    recommend_options: frozenset
     similar_options: frozenset | None
     can_explain: bool
 
     @classmethod
     def of(cls, estimator, path) -> ServedModel:
         rec = _recommender(estimator)
-        recommend = inspect.signature(rec.recommend).parameters
         similar = getattr(rec, "similar_items", None)
         return cls(
             estimator=estimator, recommender=rec, path=Path(path),
             chunk=int(rec.latest_chunk_),
             user_kind=_kind(rec.user_ids_.ids), item_kind=_kind(rec.item_ids_.ids),
-            recommend_options=frozenset({"exclude", "allow", "history"} & set(recommend)),
             similar_options=(None if similar is None else frozenset(
                 {"exclude", "allow"} & set(inspect.signature(similar).parameters))),
             can_explain=callable(getattr(rec, "explain", None)),
@@ -89,12 +87,6 @@ class ServedModel:
         return type(self.recommender).__name__
 
     # --------------------------------------------------------------- checks
-
-    def check_recommend(self, req: RecommendRequest) -> None:
-        for option in ("exclude", "allow", "history"):
-            if getattr(req, option) is not None and option not in self.recommend_options:
-                raise RequestError(422, option, f"the served {self.name} does not take "
-                                                f"{option} in recommend.")
 
     def check_similar(self, req: SimilarRequest) -> None:
         if self.similar_options is None:
@@ -166,10 +158,10 @@ class ServedModel:
         for exclude_seen in (False, True):
             rec.recommend(users, m, exclude_seen=exclude_seen)
         items = rec.item_ids_.ids[:2]
-        options = {"exclude": items.tolist(), "allow": items.tolist(),
-                   "history": [items.tolist()] * len(some)}
-        for name in self.recommend_options:
-            rec.recommend(users, m, **{name: options[name]})
+        for options in ({"exclude": items.tolist()}, {"allow": items.tolist()},
+                        {"allow": [items.tolist()] * len(some)},
+                        {"history": [items.tolist()] * len(some)}):
+            rec.recommend(users, m, **options)
         if self.similar_options is not None and items.size:
             rec.similar_items(items, m)
         if self.can_explain and len(ids) and items.size:
@@ -242,10 +234,3 @@ def jsonable(value):
     if hasattr(value, "__dataclass_fields__"):
         return jsonable({name: getattr(value, name) for name in value.__dataclass_fields__})
     return value
-
-
-def load_served(path) -> ServedModel:
-    """Load a model saved by `sklearn_micro.persistence.dump` and warm its kernels."""
-    served = ServedModel.of(load(path), path)
-    served.warm()
-    return served
