@@ -1,14 +1,15 @@
 """The process that applies updates: load the served file, take one chunk, save.
 
 ``python -m sklearn_micro.serving.worker PARENT_PID`` reads one job a line on its standard
-input, a JSON object with ``base`` (the file of the model being served), ``chunk_file``
-(an ``.npz`` of ``user``, ``item`` and ``chunk``), ``tmp``, ``final``, ``format`` and
-``handoff``: it loads the model at ``base``, runs ``partial_fit`` on the chunk, writes the
-result to ``tmp`` and renames it to ``final`` (and, for a skops snapshot, pickles the model
-to ``handoff``, which the service loads ten times faster than the skops file), then answers
-one JSON line, ``{"ok": true, "seconds": {...}, ...}`` or ``{"ok": false, "error": "..."}``.
-It runs at a lower priority than the service, and dies with it: a worker whose service is
-gone publishes nothing.
+input, a JSON object with ``base`` and ``base_format`` (the file of the model being served),
+``chunk_file`` (an ``.npz`` of ``user``, ``item`` and ``chunk``), ``tmp``, ``final``,
+``format`` and ``handoff``: it loads the model at ``base``, runs ``partial_fit`` on the
+chunk, writes the result to ``tmp`` and renames it to ``final`` (and, for a skops snapshot,
+pickles the model to ``handoff``, which loads ten times faster than the skops file: the
+service loads it, and the next update starts from it), then answers one JSON line,
+``{"ok": true, "seconds": {...}, ...}`` or ``{"ok": false, "error": "..."}``. It runs at a
+lower priority than the service, and dies with it: a worker whose service is gone
+publishes nothing.
 
 The service keeps one such process, so that the sampler's compiled kernels (which hold the
 GIL, on numba's threads) never run inside the process that answers requests, while the
@@ -59,7 +60,7 @@ def partial_fit(estimator, log) -> None:
 
 
 def update(base: Path, chunk_file: Path, tmp: Path, final: Path, fmt: str, parent: int,
-           handoff: Path | None = None) -> dict:
+           handoff: Path | None = None, base_format: str | None = None) -> dict:
     """Load ``base``, take the chunk, save to ``tmp`` and rename it to ``final``. With
     ``handoff``, a skops snapshot is also pickled there, for the service to load fast (a
     file of this process's own, in the state folder's temporary space: a restart never
@@ -71,7 +72,7 @@ def update(base: Path, chunk_file: Path, tmp: Path, final: Path, fmt: str, paren
 
     seconds = {}
     start = time.perf_counter()
-    model = load(base, format=fmt)
+    model = load(base, format=base_format or fmt)
     seconds["load"] = time.perf_counter() - start
     with np.load(chunk_file) as data:
         log = EngagementLog(data["user"], data["item"], data["chunk"])
@@ -110,7 +111,8 @@ def main(argv=None) -> int:
         try:
             answer = {"ok": True, **update(
                 Path(job["base"]), Path(job["chunk_file"]), Path(job["tmp"]),
-                Path(job["final"]), job["format"], parent, Path(job["handoff"]))}
+                Path(job["final"]), job["format"], parent, Path(job["handoff"]),
+                job["base_format"])}
         except Exception as exc:  # reported to the service, which keeps serving
             Path(job["tmp"]).unlink(missing_ok=True)
             answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
