@@ -123,7 +123,75 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-checkpoints", action="store_true",
                      help="save no checkpoints in --out (a stopped run starts over)")
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_serve(sub)
     return parser
+
+
+SERVE_DESCRIPTION = """\
+Serve a fitted model (a MiCRO, a baseline, or a Pipeline ending in one, saved by
+sklearn_micro.persistence.dump) as JSON over HTTP: /health, /recommend, /similar, /explain,
+/chunks, /metrics and /openapi.json. Each chunk posted to /chunks is applied with
+partial_fit in a separate process, saved to the state folder, then swapped in; a restart
+serves the newest complete snapshot newer than MODEL, else MODEL. Needs the serve extra:
+pip install "sklearn-micro[serve]". See the Serving page of the documentation.
+"""
+
+
+def _add_serve(sub) -> None:
+    srv = sub.add_parser("serve", help="serve a fitted model over HTTP (extra: serve)",
+                         description=SERVE_DESCRIPTION,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    srv.add_argument("model", metavar="MODEL",
+                     help="a model saved by sklearn_micro.persistence.dump (.skops or .pkl)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to listen on "
+                     "(default: 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    srv.add_argument("--state-dir", default=None, metavar="DIR",
+                     help="folder of the saved updates (default: MODEL.d beside MODEL)")
+    srv.add_argument("--keep", type=int, default=3, metavar="N",
+                     help="saved updates kept (default: 3)")
+    srv.add_argument("--queue", type=int, default=4, metavar="N",
+                     help="chunks queued or being applied, at most (default: 4)")
+    srv.add_argument("--max-users", type=int, default=1000, metavar="N",
+                     help="users (or items) in one request, at most (default: 1000)")
+    srv.add_argument("--max-m", type=int, default=1000, metavar="M",
+                     help="largest m of a request (default: 1000)")
+    srv.add_argument("--max-batch", type=int, default=256, metavar="N",
+                     help="users (or items) answered by one model call (default: 256)")
+    srv.add_argument("--batch-wait-ms", type=float, default=0.0, metavar="MS",
+                     help="milliseconds a batch waits for more requests when the model is "
+                          "free (default: 0: batches are what arrived while it was busy)")
+    srv.add_argument("--log-level", default="info",
+                     choices=["critical", "error", "warning", "info", "debug"])
+    srv.add_argument("--access-log", action="store_true", help="log every request")
+
+
+def serve(args) -> int:
+    for value, flag in ((args.keep, "--keep"), (args.queue, "--queue"),
+                        (args.max_users, "--max-users"), (args.max_m, "--max-m"),
+                        (args.max_batch, "--max-batch")):
+        if value < 1:
+            raise CommandError(f"{flag} must be a positive integer; got {value}")
+    if not 0 <= args.batch_wait_ms <= 1000:
+        raise CommandError(f"--batch-wait-ms must be between 0 and 1000; got "
+                           f"{args.batch_wait_ms:g}")
+    try:
+        from . import serving
+        from .serving.requests import Limits
+    except ImportError as exc:
+        raise CommandError(f"serving needs the serve extra ({exc}): pip install "
+                           f'"sklearn-micro[serve]"') from None
+    from .serving.snapshots import StateDirLocked
+
+    try:
+        serving.run(args.model, host=args.host, port=args.port, log_level=args.log_level,
+                    access_log=args.access_log, state_dir=args.state_dir, keep=args.keep,
+                    queue_size=args.queue, max_batch=args.max_batch,
+                    batch_wait=args.batch_wait_ms / 1000,
+                    limits=Limits(max_users=args.max_users, max_m=args.max_m))
+    except StateDirLocked as exc:
+        raise CommandError(str(exc)) from None
+    return 0
 
 
 def _header(path: Path) -> list[str]:
@@ -370,7 +438,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return 0
     try:
-        return reproduce(args)
+        return serve(args) if args.command == "serve" else reproduce(args)
     except CommandError as exc:
         print(f"sklearn-micro: error: {exc}", file=sys.stderr)
     except (OSError, ValueError, ImportError) as exc:

@@ -1,0 +1,133 @@
+"""Concurrent requests answered together: one model call per batch.
+
+Requests wait in a queue while the model is busy; when it is free, the queue is taken
+whole, up to ``max_rows`` users (or items) and after at most ``max_wait`` seconds since the
+oldest arrived, and grouped by key (same endpoint, ``m`` and options), each group answered
+by one call of the batch kernels. The calls run one at a time on one thread, so compiled
+kernels are never entered from two threads at once and the event loop stays free to read
+and parse the next requests. A group whose call fails is answered request by request, so
+that one bad request gets its own error and the others their answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["Batcher"]
+
+
+class Batcher:
+    """Queue requests and answer them in batches.
+
+    Parameters
+    ----------
+    answer : callable
+        ``answer(requests) -> list`` answers requests of one key with one call (run on the
+        batcher's thread).
+    executor : ThreadPoolExecutor
+        The one thread of model calls.
+    max_rows : int
+        Users (or items) in one batch, at most (a single larger request is a batch alone).
+    max_wait : float
+        Seconds a batch waits for more requests after its first, when the model is free.
+    on_batch : callable, optional
+        ``on_batch(n_requests, n_rows)`` after each call (metrics).
+    """
+
+    def __init__(self, answer, executor: ThreadPoolExecutor, *, max_rows: int = 256,
+                 max_wait: float = 0.0, on_batch=None):
+        self.answer = answer
+        self.executor = executor
+        self.max_rows = max_rows
+        self.max_wait = max_wait
+        self.on_batch = on_batch
+        self._pending: deque = deque()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def submit(self, model, request):
+        """The answer to ``request`` from ``model`` (a `ServedModel` whose method
+        ``answer`` names); raises what the model raised for it."""
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((model, request, future, time.perf_counter()))
+        self._wakeup.set()
+        return await future
+
+    def _take(self) -> list:
+        """The next batch from the queue: whole requests, up to ``max_rows`` rows."""
+        batch, rows = [], 0
+        while self._pending:
+            n = self._pending[0][1].n
+            if batch and rows + n > self.max_rows:
+                break
+            batch.append(self._pending.popleft())
+            rows += n
+        return batch
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                if self.max_wait > 0:
+                    waited = time.perf_counter() - self._pending[0][3]
+                    rows = sum(entry[1].n for entry in self._pending)
+                    if waited < self.max_wait and rows < self.max_rows:
+                        await asyncio.sleep(self.max_wait - waited)
+                batch = [entry for entry in self._take() if not entry[2].done()]
+                if not batch:
+                    continue
+                try:
+                    results = await loop.run_in_executor(self.executor, self._answer_all,
+                                                         batch)
+                except Exception as exc:  # noqa: BLE001  (handed to the requests)
+                    results = [exc] * len(batch)
+                for (_, _, future, _), result in zip(batch, results, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(result, BaseException):
+                        future.set_exception(result)
+                    else:
+                        future.set_result(result)
+
+    def _answer_all(self, batch: list) -> list:
+        """Answers (or exceptions) for ``batch``, in its order: one call per group of
+        requests of the same model and key."""
+        groups: dict = {}
+        for position, (model, request, _, _) in enumerate(batch):
+            groups.setdefault((id(model), request.key()), []).append(position)
+        results: list = [None] * len(batch)
+        for positions in groups.values():
+            model = batch[positions[0]][0]
+            requests = [batch[p][1] for p in positions]
+            try:
+                answers = self.answer(model, requests)
+            except Exception as exc:  # noqa: BLE001
+                answers = ([exc] if len(requests) == 1
+                           else [self._one(model, r) for r in requests])
+            if self.on_batch is not None:
+                self.on_batch(len(requests), sum(r.n for r in requests))
+            for p, answer in zip(positions, answers, strict=True):
+                results[p] = answer
+        return results
+
+    def _one(self, model, request):
+        try:
+            return self.answer(model, [request])[0]
+        except Exception as exc:  # noqa: BLE001
+            return exc

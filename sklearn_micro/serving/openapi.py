@@ -1,0 +1,153 @@
+"""The service's OpenAPI document (``GET /openapi.json``), with the served model's id kinds
+and the limits filled in."""
+
+from __future__ import annotations
+
+from .requests import Limits
+
+__all__ = ["document"]
+
+
+def _ids(kind: str, what: str) -> dict:
+    if kind == "int":
+        return {"type": "integer", "format": "int64", "description": f"a {what} id"}
+    return {"type": "string", "description": f"a {what} id"}
+
+
+def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> dict:
+    """The OpenAPI 3.1 document of a service whose model has ids of these kinds."""
+    user, item = _ids(user_kind, "user"), _ids(item_kind, "item")
+    pad = "-1" if item_kind == "int" else '""'
+    item_list = {"type": "array", "items": item}
+    item_lists = {"type": "array", "items": item_list}
+    one_or_per_row = {"oneOf": [item_list, item_lists]}
+    m = {"type": "integer", "minimum": 1, "maximum": limits.max_m}
+    term = {"type": "object", "properties": {"interest": {"type": "integer"},
+                                             "weight": {"type": "number"}}}
+    ranked = {
+        "type": "object", "required": ["items", "scores"],
+        "properties": {
+            "items": {"type": "array", "items": {"type": "array", "items": item},
+                      "description": f"per row, the best items first; {pad} where fewer "
+                                     f"than m items can be ranked"},
+            "scores": {"type": "array", "items": {"type": "array",
+                                                  "items": {"type": ["number", "null"]}},
+                       "description": "the score of each item; null where padded"},
+        },
+    }
+    error = {"type": "object", "required": ["error"],
+             "properties": {"error": {"type": "string"},
+                            "field": {"type": ["string", "null"],
+                                      "description": "the field refused, as users[3]"}}}
+    schemas = {
+        "RecommendRequest": {
+            "type": "object", "required": ["users"], "additionalProperties": False,
+            "properties": {
+                "users": {"type": "array", "items": user, "maxItems": limits.max_users},
+                "m": {**m, "default": 100},
+                "exclude_seen": {"type": "boolean", "default": False},
+                "exclude": {**one_or_per_row, "description": "items never returned: one list "
+                            "for every user, or one list per user"},
+                "allow": {**one_or_per_row, "description": "candidates restricted to these "
+                          "items: one list for every user, or one list per user"},
+                "history": {**item_lists, "description": "per user, the items engaged with "
+                            "since the latest chunk"},
+            },
+        },
+        "SimilarRequest": {
+            "type": "object", "required": ["items"], "additionalProperties": False,
+            "properties": {
+                "items": {**item_list, "maxItems": limits.max_users},
+                "m": {**m, "default": 20},
+                "exclude": one_or_per_row, "allow": one_or_per_row,
+            },
+        },
+        "ExplainRequest": {
+            "type": "object", "required": ["user", "items"], "additionalProperties": False,
+            "properties": {"user": user, "items": {**item_list, "maxItems": limits.max_users},
+                           "history": item_list},
+        },
+        "ExplainResponse": {
+            "type": "object",
+            "properties": {
+                "user": user,
+                "interests": {"type": "array", "description": "the user's mixture: each "
+                              "interest and its weight theta, summing to 1",
+                              "items": term},
+                "personal_weight": {"type": "number"},
+                "items": {"type": "array", "items": {
+                    "type": "object",
+                    "description": "score = sum of the terms' weights + popularity + "
+                                   "personal; a null score (an item not ranked for the "
+                                   "user) has no terms",
+                    "properties": {"item": item, "score": {"type": ["number", "null"]},
+                                   "terms": {"type": "array", "items": term},
+                                   "popularity": {"type": "number"},
+                                   "personal": {"type": "number"}}}},
+            },
+        },
+        "ChunkRequest": {
+            "type": "object", "required": ["chunk", "user", "item"],
+            "additionalProperties": False,
+            "properties": {"chunk": {"type": "integer", "format": "int64",
+                                     "description": "newer than every chunk live or queued"},
+                           "user": {"type": "array", "items": user},
+                           "item": item_list},
+        },
+        "ChunkAccepted": {
+            "type": "object",
+            "properties": {"status": {"const": "queued"}, "chunk": {"type": "integer"},
+                           "queued": {"type": "array", "items": {"type": "integer"}}},
+        },
+        "Health": {
+            "type": "object",
+            "properties": {"status": {"const": "ok"}, "chunk": {"type": "integer"},
+                           "model": {"type": "string"}, "queued": {"type": "array"},
+                           "last_error": {"type": ["object", "null"]},
+                           "version": {"type": "string"}},
+        },
+        "Ranked": ranked,
+        "Error": error,
+    }
+
+    def ref(name):
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    def answers(ok_status, ok_schema, *errors):
+        out = {str(ok_status): {"description": "the answer",
+                                "content": {"application/json": {"schema": ref(ok_schema)}}}}
+        for status, text in errors:
+            out[str(status)] = {"description": text,
+                                "content": {"application/json": {"schema": ref("Error")}}}
+        return out
+
+    bad = [(400, "the body is not JSON"), (413, "too many users, items or ids, or too large "
+           "a body"), (422, "a field of the wrong type or value, or an endpoint the served "
+           "model cannot answer")]
+
+    def post(summary, request, ok_status, ok_schema, *errors):
+        return {"post": {"summary": summary, "requestBody": {
+            "required": True, "content": {"application/json": {"schema": ref(request)}}},
+            "responses": answers(ok_status, ok_schema, *bad, *errors)}}
+
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "sklearn-micro serve", "version": version},
+        "paths": {
+            "/health": {"get": {"summary": "the served model's chunk, once its kernels are "
+                                           "warm", "responses": answers(200, "Health")}},
+            "/recommend": post("the m best items of the latest chunk for each user",
+                               "RecommendRequest", 200, "Ranked"),
+            "/similar": post("the items most likely engaged next after each item",
+                             "SimilarRequest", 200, "Ranked"),
+            "/explain": post("each item's score as a sum of its terms", "ExplainRequest", 200,
+                             "ExplainResponse"),
+            "/chunks": post("queue one whole chunk: partial_fit on a copy, saved, swapped in",
+                            "ChunkRequest", 202, "ChunkAccepted",
+                            (409, "the chunk is live or queued already, or older"),
+                            (429, "the queue is full: send again after Retry-After seconds")),
+            "/metrics": {"get": {"summary": "Prometheus text", "responses": {
+                "200": {"description": "metrics", "content": {"text/plain": {}}}}}},
+        },
+        "components": {"schemas": schemas},
+    }

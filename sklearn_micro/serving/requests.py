@@ -1,0 +1,339 @@
+"""The service's requests: parsing and validating their JSON bodies.
+
+Every check names the field it refused and what it expected, as a `RequestError` with the
+HTTP status the service answers with (400 for a body that is not JSON, 413 for too much,
+422 for a field of the wrong type or value, 409 for a chunk the service has already).
+Nothing here touches a model: the id kinds and the limits are handed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+
+__all__ = ["ChunkRequest", "ExplainRequest", "Limits", "RecommendRequest", "RequestError",
+           "SimilarRequest", "parse_chunk", "parse_explain", "parse_json", "parse_recommend",
+           "parse_similar"]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class RequestError(Exception):
+    """A request the service refuses: its HTTP status, the field and the reason."""
+
+    def __init__(self, status: int, field: str | None, message: str, *,
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.status = status
+        self.field = field
+        self.message = message
+        self.headers = headers or {}
+
+    def as_dict(self) -> dict:
+        return {"error": self.message, "field": self.field}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for.
+
+    Attributes
+    ----------
+    max_users : int
+        Users of one ``/recommend`` (items of one ``/similar`` or ``/explain``): more is a 413.
+    max_m : int
+        Largest ``m``: more is a 422.
+    max_filter_ids : int
+        Ids in ``exclude``, ``allow`` and ``history`` of one request, together: more is a 413.
+    max_body_bytes : int
+        Body of a request other than ``/chunks``: more is a 413.
+    max_chunk_bytes : int
+        Body of a ``/chunks`` request: more is a 413.
+    """
+
+    max_users: int = 1000
+    max_m: int = 1000
+    max_filter_ids: int = 100_000
+    max_body_bytes: int = 4 * 2**20
+    max_chunk_bytes: int = 512 * 2**20
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    users: list
+    m: int
+    exclude_seen: bool = False
+    exclude: list | None = None
+    allow: list | None = None
+    history: list | None = None
+    # whether exclude / allow are lists of lists aligned with users
+    exclude_rows: bool = False
+    allow_rows: bool = False
+
+    def key(self) -> tuple:
+        """Requests of equal keys are answered together by one call."""
+        return ("recommend", self.m, self.exclude_seen, self.exclude is None,
+                self.allow is None, self.history is None)
+
+    @property
+    def n(self) -> int:
+        return len(self.users)
+
+
+@dataclass(frozen=True)
+class SimilarRequest:
+    items: list
+    m: int
+    exclude: list | None = None
+    allow: list | None = None
+    exclude_rows: bool = False
+    allow_rows: bool = False
+
+    def key(self) -> tuple:
+        return ("similar", self.m, self.exclude is None, self.allow is None)
+
+    @property
+    def n(self) -> int:
+        return len(self.items)
+
+
+@dataclass(frozen=True)
+class ExplainRequest:
+    user: object
+    items: list
+    history: list | None = None
+
+
+@dataclass(frozen=True)
+class ChunkRequest:
+    chunk: int
+    user: list = field(repr=False)
+    item: list = field(repr=False)
+
+
+_KIND_NAMES = {"int": "an integer", "str": "a string"}
+
+
+def parse_json(body: bytes) -> dict:
+    """The body as a JSON object, or a 400 (not JSON) or 422 (not an object)."""
+    if not body:
+        raise RequestError(400, None, "the request has no body; expected a JSON object.")
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(400, None, f"the body is not valid JSON: {exc}.") from None
+    if not isinstance(value, dict):
+        raise RequestError(422, None, f"the body must be a JSON object; got "
+                                      f"{_json_type(value)}.")
+    return value
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number with a fraction or exponent"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _check_fields(body: dict, allowed: tuple[str, ...], required: tuple[str, ...]) -> None:
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise RequestError(422, unknown[0], f"unknown field {unknown[0]!r}; the fields are "
+                                            f"{', '.join(allowed)}.")
+    for name in required:
+        if name not in body:
+            raise RequestError(422, name, f"the field {name!r} is missing.")
+
+
+def check_id(value, kind: str, where: str, what: str):
+    """One id of ``kind`` ("int" or "str")."""
+    if kind == "int":
+        if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+            return value
+        if type(value) is int:
+            raise RequestError(422, where, f"{what} ids are 64-bit integers; {value} is out "
+                                           f"of range.")
+    elif type(value) is str:
+        return value
+    raise RequestError(422, where, f"expected {_KIND_NAMES[kind]} {what} id (the model's "
+                                   f"{what} ids are {kind}); got {_json_type(value)}.")
+
+
+def check_ids(values, kind: str, name: str, what: str) -> list:
+    """A flat list of ids of ``kind``."""
+    if not isinstance(values, list):
+        raise RequestError(422, name, f"expected a list of {what} ids; got "
+                                      f"{_json_type(values)}.")
+    wanted = int if kind == "int" else str
+    for j, value in enumerate(values):
+        if type(value) is not wanted or (
+                wanted is int and not INT64_MIN <= value <= INT64_MAX):
+            if isinstance(value, list):
+                raise RequestError(422, f"{name}[{j}]", f"{name} is a flat list of {what} "
+                                                        f"ids; got a list at position {j}.")
+            check_id(value, kind, f"{name}[{j}]", what)
+    return values
+
+
+def _check_m(body: dict, default: int, limits: Limits) -> int:
+    m = body.get("m", default)
+    if type(m) is not int:
+        raise RequestError(422, "m", f"m must be an integer; got {_json_type(m)}.")
+    if not 1 <= m <= limits.max_m:
+        raise RequestError(422, "m", f"m must be between 1 and {limits.max_m}; got {m}.")
+    return m
+
+
+def _check_count(n: int, name: str, limits: Limits) -> None:
+    if n > limits.max_users:
+        raise RequestError(413, name, f"at most {limits.max_users} {name} per request; got "
+                                      f"{n}. Split the request.")
+
+
+def _check_filter(body: dict, name: str, kind: str, n_rows: int, rows_of: str):
+    """``exclude`` or ``allow``: None, a flat list of item ids, or a list of ``n_rows``
+    lists. Returns (value, is_rows, count)."""
+    value = body.get(name)
+    if value is None:
+        return None, False, 0
+    if not isinstance(value, list):
+        raise RequestError(422, name, f"{name} must be a list of item ids, or a list of lists "
+                                      f"of item ids, one per {rows_of[:-1]}; got "
+                                      f"{_json_type(value)}.")
+    if value and all(isinstance(row, list) for row in value):
+        if len(value) != n_rows:
+            raise RequestError(422, name, f"{name} as a list of lists must hold one list per "
+                                          f"{rows_of[:-1]}: {n_rows} lists; got "
+                                          f"{len(value)}.")
+        for j, row in enumerate(value):
+            check_ids(row, kind, f"{name}[{j}]", "item")
+        return value, True, sum(len(row) for row in value)
+    if any(isinstance(row, list) for row in value):
+        j = next(j for j, row in enumerate(value) if not isinstance(row, list))
+        raise RequestError(422, f"{name}[{j}]", f"{name} must be a flat list of item ids or a "
+                                                f"list of lists; it mixes both (position {j} "
+                                                f"is {_json_type(value[j])}).")
+    return check_ids(value, kind, name, "item"), False, len(value)
+
+
+def _check_filter_count(counts: dict, limits: Limits) -> None:
+    """``counts``: ids per field among exclude, allow and history."""
+    total = sum(counts.values())
+    if total > limits.max_filter_ids:
+        largest = max(counts, key=counts.get)
+        raise RequestError(413, largest, f"at most {limits.max_filter_ids} ids in exclude, "
+                                         f"allow and history together; got {total} "
+                                         f"({counts[largest]} in {largest}).")
+
+
+def _check_bool(body: dict, name: str) -> bool:
+    value = body.get(name, False)
+    if type(value) is not bool:
+        raise RequestError(422, name, f"{name} must be true or false; got "
+                                      f"{_json_type(value)}.")
+    return value
+
+
+def parse_recommend(body: dict, user_kind: str, item_kind: str, limits: Limits,
+                    ) -> RecommendRequest:
+    """``POST /recommend``: ``{"users": [...], "m": 100, "exclude_seen": false, "exclude":
+    [...], "allow": [...], "history": [[...], ...]}``."""
+    _check_fields(body, ("users", "m", "exclude_seen", "exclude", "allow", "history"),
+                  ("users",))
+    users = body["users"]
+    if isinstance(users, list):
+        _check_count(len(users), "users", limits)
+    users = check_ids(users, user_kind, "users", "user")
+    m = _check_m(body, 100, limits)
+    exclude_seen = _check_bool(body, "exclude_seen")
+    exclude, exclude_rows, n_exclude = _check_filter(body, "exclude", item_kind, len(users),
+                                                     "users")
+    allow, allow_rows, n_allow = _check_filter(body, "allow", item_kind, len(users), "users")
+    history = body.get("history")
+    n_history = 0
+    if history is not None:
+        if not isinstance(history, list) or not all(isinstance(r, list) for r in history):
+            raise RequestError(422, "history", "history must be a list of lists of item ids, "
+                                               "one per user (the items each user engaged "
+                                               "with since the latest chunk).")
+        if len(history) != len(users):
+            raise RequestError(422, "history", f"history must hold one list per user: "
+                                               f"{len(users)} lists; got {len(history)}.")
+        for j, row in enumerate(history):
+            check_ids(row, item_kind, f"history[{j}]", "item")
+        n_history = sum(len(row) for row in history)
+    _check_filter_count({"exclude": n_exclude, "allow": n_allow, "history": n_history},
+                        limits)
+    return RecommendRequest(users, m, exclude_seen, exclude, allow, history, exclude_rows,
+                            allow_rows)
+
+
+def parse_similar(body: dict, item_kind: str, limits: Limits) -> SimilarRequest:
+    """``POST /similar``: ``{"items": [...], "m": 20, "exclude": [...], "allow": [...]}``."""
+    _check_fields(body, ("items", "m", "exclude", "allow"), ("items",))
+    items = body["items"]
+    if isinstance(items, list):
+        _check_count(len(items), "items", limits)
+    items = check_ids(items, item_kind, "items", "item")
+    m = _check_m(body, 20, limits)
+    exclude, exclude_rows, n_exclude = _check_filter(body, "exclude", item_kind, len(items),
+                                                     "items")
+    allow, allow_rows, n_allow = _check_filter(body, "allow", item_kind, len(items), "items")
+    _check_filter_count({"exclude": n_exclude, "allow": n_allow}, limits)
+    return SimilarRequest(items, m, exclude, allow, exclude_rows, allow_rows)
+
+
+def parse_explain(body: dict, user_kind: str, item_kind: str, limits: Limits,
+                  ) -> ExplainRequest:
+    """``POST /explain``: ``{"user": u, "items": [...], "history": [...]}``."""
+    _check_fields(body, ("user", "items", "history"), ("user", "items"))
+    user = body["user"]
+    if isinstance(user, list):
+        raise RequestError(422, "user", "user is a single user id; got a list (explain "
+                                        "answers for one user at a time).")
+    check_id(user, user_kind, "user", "user")
+    items = body["items"]
+    if isinstance(items, list):
+        _check_count(len(items), "items", limits)
+    items = check_ids(items, item_kind, "items", "item")
+    history = body.get("history")
+    if history is not None:
+        history = check_ids(history, item_kind, "history", "item")
+        _check_filter_count({"history": len(history)}, limits)
+    return ExplainRequest(user, items, history)
+
+
+def parse_chunk(body: dict, user_kind: str, item_kind: str) -> ChunkRequest:
+    """``POST /chunks``: ``{"chunk": c, "user": [...], "item": [...]}``, one whole chunk."""
+    _check_fields(body, ("chunk", "user", "item"), ("chunk", "user", "item"))
+    chunk = body["chunk"]
+    if type(chunk) is not int or not INT64_MIN <= chunk <= INT64_MAX:
+        raise RequestError(422, "chunk", f"chunk must be a 64-bit integer (larger is later); "
+                                         f"got {_json_type(chunk)}.")
+    user = check_ids(body["user"], user_kind, "user", "user")
+    item = check_ids(body["item"], item_kind, "item", "item")
+    if len(user) != len(item):
+        raise RequestError(422, "item", f"user and item are the chunk's columns and must be of "
+                                        f"equal length; got {len(user)} users and "
+                                        f"{len(item)} items.")
+    if not user:
+        raise RequestError(422, "user", "the chunk holds no engagements.")
+    return ChunkRequest(chunk, user, item)
+
+
+def as_id_array(values: list, kind: str) -> np.ndarray:
+    """Validated ids as the array the estimators take."""
+    if kind == "int":
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=str) if values else np.empty(0, dtype="<U1")

@@ -1,0 +1,151 @@
+"""One real ``sklearn-micro serve`` process on 127.0.0.1: start, answer, take a chunk, be
+killed (``kill -9``) in the middle of an update, restart, and answer as the in-process model
+does at every step."""
+
+import copy
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pandas as pd
+import pytest
+from recommender_checks import make_log
+
+from sklearn_micro import MiCRO
+from sklearn_micro.persistence import dump
+
+for _name in ("starlette", "uvicorn", "prometheus_client", "orjson", "skops"):
+    pytest.importorskip(_name)
+
+X_TRAIN, X_NEXT = make_log(5)
+CHUNKS = [X_NEXT[X_NEXT.chunk == c] for c in sorted(X_NEXT.chunk.unique())]
+# the chunk whose update is killed: its engagements many times over, so that its sampling
+# lasts well beyond the moment of the kill
+LONG = pd.concat([CHUNKS[1]] * 3000, ignore_index=True)
+USERS = [*X_TRAIN.user.unique()[:8].tolist(), *X_NEXT.user.unique()[-2:].tolist(), 7]
+START_TIMEOUT = 240.0
+UPDATE_TIMEOUT = 240.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, model_path, log_path):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sklearn_micro.cli", "serve", str(model_path),
+                 "--port", str(self.port), "--log-level", "warning"],
+                stdout=log, stderr=subprocess.STDOUT)
+
+    def call(self, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data,
+                                         headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def wait_healthy(self):
+        end = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the server stopped: {self.log_path.read_text()}")
+            try:
+                status, health = self.call("/health")
+                if status == 200:
+                    return health
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"not healthy after {START_TIMEOUT} s: {self.log_path.read_text()}")
+
+    def wait_chunk(self, chunk):
+        end = time.monotonic() + UPDATE_TIMEOUT
+        while time.monotonic() < end:
+            _, health = self.call("/health")
+            if health["chunk"] == chunk:
+                return health
+            assert health["last_error"] is None, health
+            time.sleep(0.2)
+        raise AssertionError(f"chunk {chunk} not live after {UPDATE_TIMEOUT} s")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+
+
+def _chunk_body(chunk):
+    return {"chunk": int(chunk.chunk.iloc[0]), "user": chunk.user.tolist(),
+            "item": chunk.item.tolist()}
+
+
+def _assert_answers(server, model):
+    for m, exclude_seen in ((5, False), (12, True)):
+        status, got = server.call("/recommend", {"users": USERS, "m": m,
+                                                 "exclude_seen": exclude_seen})
+        items, scores = model.recommend(USERS, m, exclude_seen=exclude_seen)
+        assert status == 200
+        assert got["items"] == items.tolist()
+        assert got["scores"] == [[None if np.isinf(s) else float(s) for s in row]
+                                 for row in scores]
+
+
+def test_serve_update_kill_restart(tmp_path):
+    items = np.unique(X_TRAIN.item)
+    model = MiCRO(random_state=0).fit(X_TRAIN, item_interest=(items, items % 4))
+    model_path = dump(model, tmp_path / "model.skops")
+    state = tmp_path / "model.skops.d"
+    log_path = tmp_path / "server.log"
+    server = Server(model_path, log_path)
+    try:
+        assert server.wait_healthy()["chunk"] == model.latest_chunk_
+        _assert_answers(server, model)
+
+        first, second = (int(c.chunk.iloc[0]) for c in CHUNKS[:2])
+        assert server.call("/chunks", _chunk_body(CHUNKS[0]))[0] == 202
+        server.wait_chunk(first)
+        after_first = copy.deepcopy(model).partial_fit(CHUNKS[0])
+        _assert_answers(server, after_first)
+
+        # kill -9 once the second update is under way (its chunk file is written and handed
+        # to the update process), before it is live
+        assert server.call("/chunks", _chunk_body(LONG))[0] == 202
+        end = time.monotonic() + 60
+        while not list(state.glob(".tmp-chunk-*")) and time.monotonic() < end:
+            time.sleep(0.01)
+        server.stop(signal.SIGKILL)
+        time.sleep(1.0)
+        assert not (state / f"chunk-{second}.skops").exists()
+
+        server = Server(model_path, log_path)
+        health = server.wait_healthy()
+        assert health["chunk"] == first and health["path"] == str(state / f"chunk-{first}.skops")
+        assert not list(state.glob(".tmp-*"))
+        _assert_answers(server, after_first)
+
+        # the lost chunk is sent again, and takes
+        assert server.call("/chunks", _chunk_body(LONG))[0] == 202
+        server.wait_chunk(second)
+        _assert_answers(server, after_first.partial_fit(LONG))
+    finally:
+        server.stop()

@@ -1,0 +1,494 @@
+"""The service in-process: every endpoint, every bad request, updates, snapshots, restarts."""
+
+import asyncio
+import copy
+import pickle
+import time
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from recommender_checks import make_log
+from sklearn.pipeline import Pipeline
+
+from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans, persistence
+from sklearn_micro.baselines import PopularityRecommender
+from sklearn_micro.model_selection import _partial_fit
+from sklearn_micro.persistence import IncompatibleVersionError, dump
+
+for _name in ("starlette", "prometheus_client", "orjson", "skops"):
+    pytest.importorskip(_name)
+httpx = pytest.importorskip("httpx2")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from sklearn_micro.serving import create_app, worker  # noqa: E402
+from sklearn_micro.serving.app import Service  # noqa: E402
+from sklearn_micro.serving.requests import Limits  # noqa: E402
+from sklearn_micro.serving.snapshots import StateDirLocked  # noqa: E402
+
+X_TRAIN, X_NEXT = make_log(3)
+CHUNKS = [X_NEXT[X_NEXT.chunk == c] for c in sorted(X_NEXT.chunk.unique())]
+USERS = [*X_TRAIN.user.unique()[:6].tolist(), *X_NEXT.user.unique()[-2:].tolist(), 99]
+LIMITS = Limits(max_users=50, max_m=200, max_filter_ids=60, max_body_bytes=4096,
+                max_chunk_bytes=65536)
+
+
+def _micro():
+    items = np.unique(X_TRAIN.item)
+    return MiCRO(random_state=0).fit(X_TRAIN, item_interest=(items, items % 4))
+
+
+@pytest.fixture(scope="module")
+def micro():
+    return _micro()
+
+
+@pytest.fixture
+def model_file(micro, tmp_path):
+    return dump(micro, tmp_path / "micro.skops")
+
+
+@pytest.fixture
+def client(model_file):
+    """The service, applying updates on a thread (the update process is tested on its own:
+    `test_chunk_is_saved_then_swapped_in` and tests/test_serve_process.py)."""
+    with TestClient(create_app(model_file, limits=LIMITS, queue_size=2,
+                               update_in_process=True)) as c:
+        yield c
+
+
+def _body(chunk) -> dict:
+    return {"chunk": int(chunk.chunk.iloc[0]), "user": chunk.user.tolist(),
+            "item": chunk.item.tolist()}
+
+
+def _as_answer(items, scores) -> dict:
+    """An in-process answer as the service writes it: padding's -inf as null."""
+    return {"items": items.tolist(),
+            "scores": [[None if np.isinf(s) else float(s) for s in row] for row in scores]}
+
+
+def _wait_live(client, chunk, timeout=120.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        health = client.get("/health").json()
+        if health["chunk"] == chunk or (not health["queued"] and health["last_error"]):
+            return health
+        time.sleep(0.05)
+    raise AssertionError(f"chunk {chunk} not live after {timeout} s: {health}")
+
+
+# ------------------------------------------------------------------ answers
+
+
+def test_health_once_warm(client, micro):
+    health = client.get("/health").json()
+    assert health["status"] == "ok"
+    assert health["chunk"] == micro.latest_chunk_
+    assert health["model"] == "MiCRO"
+    assert health["last_error"] is None and health["queued"] == []
+
+
+@pytest.mark.parametrize("m", [1, 5, 40])
+@pytest.mark.parametrize("exclude_seen", [False, True])
+def test_recommend_equals_in_process(client, micro, m, exclude_seen):
+    got = client.post("/recommend", json={"users": USERS, "m": m,
+                                          "exclude_seen": exclude_seen})
+    assert got.status_code == 200
+    assert got.json() == _as_answer(*micro.recommend(USERS, m, exclude_seen=exclude_seen))
+
+
+def test_padding_is_minus_one_and_null(client, micro):
+    m = len(micro.item_ids_) + 5
+    answer = client.post("/recommend", json={"users": USERS[:2], "m": m}).json()
+    assert answer["items"][0][-1] == -1 and answer["scores"][0][-1] is None
+    assert answer == _as_answer(*micro.recommend(USERS[:2], m))
+
+
+def test_no_users_no_rows(client):
+    assert client.post("/recommend", json={"users": []}).json() == {"items": [], "scores": []}
+
+
+def test_concurrent_requests_are_batched_and_equal(model_file, micro):
+    """Requests sent together are answered by fewer model calls, each answer equal to the
+    in-process model's."""
+    bodies = [{"users": USERS[j % len(USERS):][:3], "m": 3 + j % 2,
+               "exclude_seen": j % 3 == 0} for j in range(24)]
+
+    async def run():
+        service = Service(model_file, limits=LIMITS, batch_wait=0.01, update_in_process=True)
+        app = create_app(service=service)
+        await service.start()
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
+                answers = await asyncio.gather(*(c.post("/recommend", json=b)
+                                                 for b in bodies))
+                metrics = (await c.get("/metrics")).text
+        finally:
+            await service.stop()
+        return answers, metrics
+
+    answers, metrics = asyncio.run(run())
+    for body, answer in zip(bodies, answers, strict=True):
+        assert answer.json() == _as_answer(*micro.recommend(
+            body["users"], body["m"], exclude_seen=body["exclude_seen"]))
+    calls = float(next(line.split()[-1] for line in metrics.splitlines()
+                       if line.startswith("micro_batch_requests_count")))
+    assert calls < len(bodies)
+
+
+ITEMS = sorted(X_NEXT.item.unique().tolist())[:6] + [77777]
+FILTERED = [
+    {"exclude": ITEMS[:3]},
+    {"exclude": [ITEMS[j % 4:j % 4 + 2] for j in range(len(USERS))]},
+    {"allow": ITEMS + sorted(X_TRAIN.item.unique().tolist())[-8:]},
+    {"allow": [ITEMS[:2 + j % 3] for j in range(len(USERS))]},
+    {"history": [ITEMS[j % 3:j % 3 + 2] for j in range(len(USERS))]},
+    {"history": [ITEMS[:2]] * len(USERS), "exclude_seen": True, "exclude": ITEMS[4:5]},
+]
+
+
+@pytest.mark.parametrize("options", FILTERED)
+def test_filters_and_history_equal_in_process(client, micro, options):
+    got = client.post("/recommend", json={"users": USERS, "m": 6, **options})
+    assert got.status_code == 200, got.text
+    assert got.json() == _as_answer(*micro.recommend(USERS, 6, **options))
+
+
+def test_similar_equals_in_process(client, micro):
+    items = ITEMS[:4]
+    for options in ({}, {"exclude": ITEMS[:2]}, {"allow": [ITEMS[:5]] * len(items)}):
+        got = client.post("/similar", json={"items": items, "m": 5, **options})
+        assert got.status_code == 200, got.text
+        assert got.json() == _as_answer(*micro.similar_items(items, 5, **options))
+
+
+def test_explain_terms_sum_to_the_recommended_score(client, micro):
+    user = USERS[0]
+    for history in (None, ITEMS[:2]):
+        items, scores = micro.recommend([user], 5, **(
+            {} if history is None else {"history": [history]}))
+        body = {"user": user, "items": [*items[0].tolist(), 77777]}
+        if history is not None:
+            body["history"] = history
+        got = client.post("/explain", json=body)
+        assert got.status_code == 200, got.text
+        why = got.json()
+        assert why["user"] == user and sum(t["weight"] for t in why["interests"]) == (
+            pytest.approx(1.0))
+        for row, score in zip(why["items"], [*scores[0], None], strict=True):
+            if score is None:
+                assert row["score"] is None and row["terms"] == []
+                continue
+            total = sum(t["weight"] for t in row["terms"]) + row["popularity"] + row[
+                "personal"]
+            assert row["score"] == pytest.approx(score) and total == pytest.approx(score)
+
+
+def test_concurrent_filtered_requests_are_batched_and_equal(model_file, micro):
+    bodies = [{"users": USERS[j % 5:j % 5 + 3], "m": 4, **{
+        k: (v[j % 5:j % 5 + 3] if k == "history" or (
+            isinstance(v, list) and v and isinstance(v[0], list)) else v)
+        for k, v in FILTERED[j % len(FILTERED)].items()}} for j in range(24)]
+
+    async def run():
+        service = Service(model_file, batch_wait=0.01, update_in_process=True)
+        app = create_app(service=service)
+        await service.start()
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
+                return await asyncio.gather(*(c.post("/recommend", json=b) for b in bodies))
+        finally:
+            await service.stop()
+
+    for body, answer in zip(bodies, asyncio.run(run()), strict=True):
+        options = {k: v for k, v in body.items() if k not in ("users", "m")}
+        assert answer.json() == _as_answer(*micro.recommend(body["users"], 4, **options))
+
+
+# ------------------------------------------------------------- bad requests
+
+BAD = [
+    ("/recommend", b"not json", 400, None),
+    ("/recommend", b"", 400, None),
+    ("/recommend", b"[1, 2]", 422, None),
+    ("/recommend", b'{"m": 3}', 422, "users"),
+    ("/recommend", b'{"users": 5}', 422, "users"),
+    ("/recommend", b'{"users": [1000, 1.5]}', 422, "users[1]"),
+    ("/recommend", b'{"users": [true]}', 422, "users[0]"),
+    ("/recommend", b'{"users": [null]}', 422, "users[0]"),
+    ("/recommend", b'{"users": ["1000"]}', 422, "users[0]"),
+    ("/recommend", b'{"users": [[1000]]}', 422, "users[0]"),
+    ("/recommend", b'{"users": [9223372036854775808]}', 422, "users[0]"),
+    ("/recommend", b'{"users": [1000], "m": 0}', 422, "m"),
+    ("/recommend", b'{"users": [1000], "m": -3}', 422, "m"),
+    ("/recommend", b'{"users": [1000], "m": 201}', 422, "m"),
+    ("/recommend", b'{"users": [1000], "m": 2.0}', 422, "m"),
+    ("/recommend", b'{"users": [1000], "m": "5"}', 422, "m"),
+    ("/recommend", b'{"users": [1000], "exclude_seen": 1}', 422, "exclude_seen"),
+    ("/recommend", b'{"users": [1000], "usr": [1]}', 422, "usr"),
+    ("/recommend", b'{"users": [1000], "exclude": 5000}', 422, "exclude"),
+    ("/recommend", b'{"users": [1000], "exclude": [5000, [5001]]}', 422, "exclude[0]"),
+    ("/recommend", b'{"users": [1000, 1001], "exclude": [[5000]]}', 422, "exclude"),
+    ("/recommend", b'{"users": [1000], "allow": ["a"]}', 422, "allow[0]"),
+    ("/recommend", b'{"users": [1000], "history": [5000]}', 422, "history"),
+    ("/recommend", b'{"users": [1000], "history": [[5000], [5001]]}', 422, "history"),
+    ("/recommend", b'{"users": [1000], "history": [[1.5]]}', 422, "history[0][0]"),
+    ("/recommend", b'{"users": [1000], "exclude": [' + b"1," * 60 + b'1]}', 413, "exclude"),
+    ("/recommend", b'{"users": [' + b"1," * 50 + b"1]}", 413, "users"),
+    ("/recommend", b'{"users": [1], "pad": "' + b"x" * 5000 + b'"}', 413, None),
+    ("/similar", b'{"items": [5000.0]}', 422, "items[0]"),
+    ("/similar", b'{"m": 3}', 422, "items"),
+    ("/explain", b'{"user": [1000], "items": [5000]}', 422, "user"),
+    ("/explain", b'{"user": 1000}', 422, "items"),
+    ("/explain", b'{"user": null, "items": [5000]}', 422, "user"),
+    ("/explain", b'{"user": 1000, "items": [5000], "history": [[5000]]}', 422, "history[0]"),
+    ("/chunks", b'{"chunk": 4, "user": [1000, 1001], "item": [5000]}', 422, "item"),
+    ("/chunks", b'{"chunk": 4, "user": [1000], "item": [null]}', 422, "item[0]"),
+    ("/chunks", b'{"chunk": 4, "user": ["a"], "item": [5000]}', 422, "user[0]"),
+    ("/chunks", b'{"chunk": 4.5, "user": [1000], "item": [5000]}', 422, "chunk"),
+    ("/chunks", b'{"chunk": "4", "user": [1000], "item": [5000]}', 422, "chunk"),
+    ("/chunks", b'{"chunk": 4, "user": [], "item": []}', 422, "user"),
+    ("/chunks", b'{"chunk": 4, "user": [1000]}', 422, "item"),
+    ("/chunks", b'{"chunk": 3, "user": [1000], "item": [5000]}', 409, "chunk"),
+    ("/chunks", b'{"chunk": 2, "user": [1000], "item": [5000]}', 409, "chunk"),
+]
+
+
+@pytest.mark.parametrize("path, body, status, field", BAD)
+def test_bad_request_gets_4xx_naming_the_field(client, path, body, status, field):
+    got = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert got.status_code == status, got.text
+    answer = got.json()
+    assert answer["field"] == field
+    assert isinstance(answer["error"], str) and answer["error"]
+
+
+def test_bad_requests_leave_the_server_answering(client, micro):
+    for path, body, _, _ in BAD:
+        client.post(path, content=body)
+    assert client.post("/recommend", json={"users": USERS, "m": 5}).json() == _as_answer(
+        *micro.recommend(USERS, 5))
+    metrics = client.get("/metrics").text
+    assert 'micro_requests_total{endpoint="recommend",status="422"}' in metrics
+    assert 'status="500"' not in metrics
+
+
+def test_unknown_path_and_method_are_json_4xx(client):
+    assert client.get("/nowhere").status_code == 404
+    got = client.get("/recommend")
+    assert got.status_code == 405 and "error" in got.json()
+
+
+def test_endpoint_the_model_cannot_answer(tmp_path):
+    path = dump(PopularityRecommender().fit(X_TRAIN), tmp_path / "popularity.skops")
+    with TestClient(create_app(path, update_in_process=True)) as c:
+        got = c.post("/explain", json={"user": 1000, "items": [5000]})
+        assert got.status_code == 422 and "explain" in got.json()["error"]
+        got = c.post("/similar", json={"items": [5000]})
+        assert got.status_code == 422 and "similar" in got.json()["error"]
+        assert c.post("/recommend", json={"users": [1000], "m": 3}).status_code == 200
+
+
+def test_string_ids(tmp_path):
+    X = X_TRAIN.astype({"user": str, "item": str})
+    model = PopularityRecommender().fit(X)
+    path = dump(model, tmp_path / "popularity.skops")
+    users = ["1000", "nobody"]
+    m = len(model.item_ids_) + 2
+    with TestClient(create_app(path, update_in_process=True)) as c:
+        answer = c.post("/recommend", json={"users": users, "m": m}).json()
+        assert answer == _as_answer(*model.recommend(users, m))
+        assert answer["items"][0][-1] == "" and answer["scores"][0][-1] is None
+        got = c.post("/recommend", json={"users": ["1000", 1000]})
+        assert got.status_code == 422 and got.json()["field"] == "users[1]"
+        chunk = CHUNKS[0].astype({"user": str, "item": str})
+        assert c.post("/chunks", json=_body(chunk)).status_code == 202
+        _wait_live(c, 4)
+        model.partial_fit(chunk)
+        assert c.post("/recommend", json={"users": users, "m": m}).json() == _as_answer(
+            *model.recommend(users, m))
+        assert c.get("/openapi.json").json()["components"]["schemas"]["RecommendRequest"][
+            "properties"]["users"]["items"]["type"] == "string"
+
+
+def test_pipeline_is_served_and_updated(tmp_path):
+    pipe = Pipeline([("embed", GraphEmbedder(n_components=8, random_state=0)),
+                     ("interests", SphericalKMeans(n_clusters=4, random_state=0)),
+                     ("micro", MiCRO(random_state=0))]).fit(X_TRAIN)
+    path = dump(pipe, tmp_path / "pipeline.skops")
+    with TestClient(create_app(path, update_in_process=True)) as c:
+        assert c.get("/health").json()["model"] == "MiCRO"
+        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
+        _wait_live(c, 4)
+        _partial_fit(pipe, CHUNKS[0])
+        assert c.post("/recommend", json={"users": USERS, "m": 5}).json() == _as_answer(
+            *pipe[-1].recommend(USERS, 5))
+
+
+def test_metrics_and_openapi(client):
+    client.post("/recommend", json={"users": USERS, "m": 5})
+    text = client.get("/metrics").text
+    for name in ("micro_requests_total", "micro_request_seconds_bucket",
+                 "micro_batch_rows_bucket", "micro_update_seconds_bucket",
+                 "micro_served_chunk 3.0"):
+        assert name in text
+    doc = client.get("/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    assert {"/health", "/recommend", "/similar", "/explain", "/chunks", "/metrics"} <= set(
+        doc["paths"])
+    users = doc["components"]["schemas"]["RecommendRequest"]["properties"]["users"]
+    assert users["items"]["type"] == "integer" and users["maxItems"] == LIMITS.max_users
+
+
+# ------------------------------------------------------------------ updates
+
+
+def test_chunk_is_saved_then_swapped_in(micro, model_file):
+    with TestClient(create_app(model_file)) as client:
+        _check_saved_then_swapped_in(client, micro, model_file)
+
+
+def _check_saved_then_swapped_in(client, micro, model_file):
+    first, second = CHUNKS[0], CHUNKS[1]
+    got = client.post("/chunks", json=_body(first))
+    assert got.status_code == 202 and got.json()["queued"] == [4]
+    again = client.post("/chunks", json=_body(first))
+    assert again.status_code == 409 and "queued" in again.json()["error"]
+    health = _wait_live(client, 4)
+    assert health["chunk"] == 4 and health["last_error"] is None
+    expected = copy.deepcopy(micro).partial_fit(first)
+    assert client.post("/recommend", json={"users": USERS, "m": 8}).json() == _as_answer(
+        *expected.recommend(USERS, 8))
+    snapshot = model_file.parent / "micro.skops.d" / "chunk-4.skops"
+    assert snapshot.is_file() and health["path"] == str(snapshot)
+    live = client.post("/chunks", json=_body(first))
+    assert live.status_code == 409 and "live" in live.json()["error"]
+    assert client.post("/chunks", json=_body(second)).status_code == 202
+    assert _wait_live(client, 5)["chunk"] == 5
+    expected.partial_fit(second)
+    assert client.post("/recommend", json={"users": USERS, "m": 8,
+                                           "exclude_seen": True}).json() == _as_answer(
+        *expected.recommend(USERS, 8, exclude_seen=True))
+    assert "micro_updates_total{outcome=\"applied\"} 2.0" in client.get("/metrics").text
+
+
+def test_full_queue_is_429_with_retry_after(model_file, monkeypatch):
+    slow = worker.partial_fit
+
+    def partial_fit(estimator, log):
+        time.sleep(0.5)
+        slow(estimator, log)
+
+    monkeypatch.setattr(worker, "partial_fit", partial_fit)
+    with TestClient(create_app(model_file, queue_size=1, update_in_process=True)) as c:
+        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
+        got = c.post("/chunks", json=_body(CHUNKS[1]))
+        assert got.status_code == 429 and int(got.headers["retry-after"]) >= 1
+        _wait_live(c, 4)
+
+
+def test_failed_update_keeps_serving_and_is_reported(model_file, micro, monkeypatch):
+    def fail(estimator, log):
+        raise RuntimeError("the sampler ran out of luck")
+
+    monkeypatch.setattr(worker, "partial_fit", fail)
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
+        health = _wait_live(c, 4)
+        assert health["chunk"] == 3
+        assert health["last_error"]["chunk"] == 4
+        assert "out of luck" in health["last_error"]["error"]
+        assert c.post("/recommend", json={"users": USERS, "m": 4}).json() == _as_answer(
+            *micro.recommend(USERS, 4))
+        assert not list((model_file.parent / "micro.skops.d").glob("chunk-*"))
+        monkeypatch.undo()
+        # the chunk may be sent again, and takes
+        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
+        health = _wait_live(c, 4)
+        assert health["chunk"] == 4 and health["last_error"] is None
+
+
+# --------------------------------------------------------- snapshots, restart
+
+
+def _snapshot(model, model_file, chunk):
+    folder = model_file.parent / (model_file.name + ".d")
+    folder.mkdir(exist_ok=True)
+    return dump(model, folder / f"chunk-{chunk}.skops")
+
+
+def _served_chunk(model_file, **options):
+    service = Service(model_file, **options)
+    try:
+        return service.served.chunk, service.served.path
+    finally:
+        asyncio.run(service.stop())
+
+
+def test_restart_serves_the_newest_snapshot_newer_than_model(micro, model_file):
+    after = copy.deepcopy(micro).partial_fit(CHUNKS[0])
+    path = _snapshot(after, model_file, 4)
+    folder = path.parent
+    (folder / ".tmp-left-by-a-stopped-writer").write_bytes(b"partial")
+    assert _served_chunk(model_file) == (4, path)
+    assert not (folder / ".tmp-left-by-a-stopped-writer").exists()
+    # a freshly fitted MODEL newer than the snapshots wins
+    newer = copy.deepcopy(after).partial_fit(CHUNKS[1])
+    dump(newer, model_file)
+    assert _served_chunk(model_file) == (5, model_file)
+
+
+def test_unreadable_snapshot_is_passed_over(micro, model_file):
+    good = _snapshot(copy.deepcopy(micro).partial_fit(CHUNKS[0]), model_file, 4)
+    (good.parent / "chunk-5.skops").write_bytes(b"not a zip file")
+    assert _served_chunk(model_file) == (4, good)
+
+
+def test_snapshot_of_another_minor_version_is_refused(micro, model_file, monkeypatch):
+    monkeypatch.setattr(persistence, "_package_version", lambda: "0.99.0")
+    _snapshot(copy.deepcopy(micro).partial_fit(CHUNKS[0]), model_file, 4)
+    monkeypatch.undo()
+    with pytest.raises(IncompatibleVersionError, match="0.99.0"):
+        Service(model_file)
+
+
+def test_keep_prunes_old_snapshots(micro, model_file, tmp_path):
+    model = copy.deepcopy(micro)
+    state = tmp_path / "state"
+    with TestClient(create_app(model_file, state_dir=state, keep=1,
+                               update_in_process=True)) as c:
+        for chunk in CHUNKS:
+            assert c.post("/chunks", json=_body(chunk)).status_code == 202
+            model.partial_fit(chunk)
+        _wait_live(c, int(CHUNKS[-1].chunk.iloc[0]))
+        assert c.post("/recommend", json={"users": USERS, "m": 6}).json() == _as_answer(
+            *model.recommend(USERS, 6))
+    assert [p.name for p in state.glob("chunk-*")] == [f"chunk-{CHUNKS[-1].chunk.iloc[0]}.skops"]
+
+
+def test_one_service_per_state_dir(model_file):
+    service = Service(model_file)
+    try:
+        with pytest.raises(StateDirLocked, match="state-dir"):
+            Service(model_file)
+    finally:
+        asyncio.run(service.stop())
+
+
+def test_model_must_be_a_saved_recommender(tmp_path):
+    with pytest.raises(ValueError, match="MODEL"):
+        Service(tmp_path / "model.txt")
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps({"not": "a model"}))
+    with pytest.raises(TypeError, match="recommender"):
+        Service(path)
+
+
+def test_served_answers_keep_the_in_process_dtype(client, micro):
+    items, _ = micro.recommend(USERS[:1], 3)
+    assert_array_equal(client.post("/recommend", json={"users": USERS[:1], "m": 3}).json()[
+        "items"], items)
