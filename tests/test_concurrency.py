@@ -12,12 +12,12 @@ import time
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
-from recommender_checks import make_log
 
 from sklearn_micro import MiCRO
 from sklearn_micro.baselines import RecentItemsRecommender
+from sklearn_micro.utils.estimator_checks import make_log
 
-X_TRAIN, X_NEXT = make_log(seed=5, n_chunks=6, n_train=4, per_chunk=80)
+X_TRAIN, X_NEXT = make_log(seed=5, n_chunks=6, n_train=4, per_chunk=80, as_frame=True)
 FIRST = X_NEXT[X_NEXT.chunk == X_NEXT.chunk.min()]
 TRAIN_ITEMS = np.unique(X_TRAIN.item)
 INTERESTS = (TRAIN_ITEMS, (TRAIN_ITEMS // 4) % 3)

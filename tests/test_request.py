@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
-from recommender_checks import FixedEmbedder, make_log, state_differences
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import MiCRO
@@ -18,8 +17,9 @@ from sklearn_micro.baselines import (
     PopularityRecommender,
     RecentItemsRecommender,
 )
+from sklearn_micro.utils.estimator_checks import FixedEmbedder, make_log, state_differences
 
-X_TRAIN, X_NEXT = make_log(seed=3, n_chunks=7, n_train=5, per_chunk=60)
+X_TRAIN, X_NEXT = make_log(seed=3, n_chunks=7, n_train=5, per_chunk=60, as_frame=True)
 TRAIN_ITEMS = np.unique(X_TRAIN.item)
 INTERESTS = (TRAIN_ITEMS, (TRAIN_ITEMS // 4) % 3)
 

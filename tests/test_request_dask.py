@@ -5,10 +5,10 @@ import joblib
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
-from recommender_checks import make_log
 
 from sklearn_micro import MiCRO
 from sklearn_micro._dask import recommend_on_cluster
+from sklearn_micro.utils.estimator_checks import make_log
 
 distributed = pytest.importorskip("distributed")
 
@@ -22,7 +22,7 @@ def client():
 
 
 def test_recommend_on_the_cluster_takes_filters_and_history(client):
-    X_train, X_next = make_log(seed=4)
+    X_train, X_next = make_log(seed=4, as_frame=True)
     items = np.unique(X_train.item)
     model = MiCRO(personal=0.3, phi_decay=0.5, random_state=0).fit(
         X_train, item_interest=(items, items % 3)).partial_fit(X_next)

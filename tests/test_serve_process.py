@@ -15,15 +15,15 @@ import urllib.request
 import numpy as np
 import pandas as pd
 import pytest
-from recommender_checks import make_log
 
 from sklearn_micro import MiCRO
 from sklearn_micro.persistence import dump
+from sklearn_micro.utils.estimator_checks import make_log
 
 for _name in ("starlette", "uvicorn", "prometheus_client", "orjson", "skops"):
     pytest.importorskip(_name)
 
-X_TRAIN, X_NEXT = make_log(5)
+X_TRAIN, X_NEXT = make_log(5, as_frame=True)
 CHUNKS = [X_NEXT[X_NEXT.chunk == c] for c in sorted(X_NEXT.chunk.unique())]
 # the chunk whose update is killed: its engagements many times over, so that its sampling
 # lasts well beyond the moment of the kill

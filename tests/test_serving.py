@@ -8,13 +8,13 @@ import time
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
-from recommender_checks import make_log
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans, persistence
 from sklearn_micro.baselines import PopularityRecommender
 from sklearn_micro.model_selection import _partial_fit
 from sklearn_micro.persistence import IncompatibleVersionError, dump
+from sklearn_micro.utils.estimator_checks import make_log
 
 for _name in ("starlette", "prometheus_client", "orjson", "skops"):
     pytest.importorskip(_name)
@@ -27,7 +27,7 @@ from sklearn_micro.serving.app import Service  # noqa: E402
 from sklearn_micro.serving.requests import Limits  # noqa: E402
 from sklearn_micro.serving.snapshots import StateDirLocked  # noqa: E402
 
-X_TRAIN, X_NEXT = make_log(3)
+X_TRAIN, X_NEXT = make_log(3, as_frame=True)
 CHUNKS = [X_NEXT[X_NEXT.chunk == c] for c in sorted(X_NEXT.chunk.unique())]
 USERS = [*X_TRAIN.user.unique()[:6].tolist(), *X_NEXT.user.unique()[-2:].tolist(), 99]
 LIMITS = Limits(max_users=50, max_m=200, max_filter_ids=60, max_body_bytes=4096,
