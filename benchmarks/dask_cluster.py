@@ -38,7 +38,7 @@ from _harness import fmt, header, load_average, log, planted_stream, table, warm
 from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
-from sklearn_micro import MiCRO, SphericalKMeans, _gibbs
+from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro import cluster as cluster_module
 from sklearn_micro import micro as micro_module
 from sklearn_micro._dask import recommend_on_cluster
@@ -85,8 +85,11 @@ class SweepBytes(logging.Handler):
 def sample(train, interests, test, *, sweeps, seed, n_jobs):
     """Fit, then time ``partial_fit``'s chains; returns the model, the chains' seconds,
     their sweeps and the first chain's layout."""
-    model = MiCRO(tol=0.0, max_sweeps=sweeps, random_state=seed, n_jobs=n_jobs).fit(
-        train, item_interest=interests)
+    # this chunk's supports are small (about 3M support entries a sweep), below the work
+    # from which a chunk is split by default: split it anyway (min_partition_work=0), n_jobs
+    # partitions, to compare the threads' and the cluster's partitions
+    model = MiCRO(tol=0.0, max_sweeps=sweeps, random_state=seed, n_jobs=n_jobs,
+                  min_partition_work=0).fit(train, item_interest=interests)
     spent = {"seconds": 0.0, "sweeps": 0, "layout": None}
     original = micro_module.run_chain
 
@@ -228,10 +231,6 @@ def planted_vectors(n_rows, dims, n_clusters, seed):
 
 def run_sampler(args, stream) -> None:
     print(f"- sampler: K = {args.interests:,}, {args.sweeps} sweeps (`tol=0`)\n")
-    # this chunk's supports are small (about 3M support entries a sweep), below the work
-    # from which run_chain splits a chunk (MIN_PARTITION_WORK): split it anyway, n_jobs
-    # partitions, to compare the threads' and the cluster's partitions
-    _gibbs.MIN_PARTITION_WORK = 0
     handler = SweepBytes()
     logger = logging.getLogger("sklearn_micro._dask")
     logger.addHandler(handler)
