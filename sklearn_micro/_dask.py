@@ -288,8 +288,8 @@ def _submit_blocks(client, function, blocks, *, key, workers, **kwargs) -> list:
     return futures
 
 
-def _hold(value):
-    """A value held on a worker, as the result of the task that carried it."""
+def _keep_on_worker(value):
+    """``value`` itself: as a task's result, it stays on the worker that ran the task."""
     return value
 
 
@@ -505,7 +505,8 @@ class ClusterAssignment:
         self.workers = _workers(client)
         self.blocks = _blocks(client, X.shape[0], smallest=_MIN_BLOCK_ROWS,
                               largest=max(1, _BLOCK_BYTES // max(X[:1].nbytes, 1)))
-        self.held = _submit_blocks(client, _hold, [(X[lo:hi],) for lo, hi in self.blocks],
+        self.held = _submit_blocks(client, _keep_on_worker,
+                                   [(X[lo:hi],) for lo, hi in self.blocks],
                                    key=f"micro-kmeans-rows-{self.tag}", workers=self.workers)
         logger.debug("k-means: %d blocks of rows held on the cluster: %d bytes",
                      len(self.blocks), X.nbytes,
@@ -581,8 +582,8 @@ def assign_all_on_cluster(client, X, centers, block_rows, labels, best, assign_a
     tag = uuid4().hex[:10]
     blocks = _blocks(client, X.shape[0], smallest=_MIN_BLOCK_ROWS,
                      largest=max(1, _BLOCK_BYTES // max(X[:1].nbytes, 1)), multiple=block_rows)
-    held = _submit_blocks(client, _hold, [(centers,)], key=f"micro-kmeans-centroids-{tag}",
-                          workers=[None])[0]
+    held = _submit_blocks(client, _keep_on_worker, [(centers,)],
+                          key=f"micro-kmeans-centroids-{tag}", workers=[None])[0]
     futures = _submit_blocks(client, _assign_rows,
                              [(X[lo:hi], held, block_rows, assign_all) for lo, hi in blocks],
                              key=f"micro-kmeans-labels-{tag}", workers=_workers(client))

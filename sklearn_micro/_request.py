@@ -103,6 +103,9 @@ def _ids(values, item_ids: Vocabulary, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be a 1-D list of item ids; got shape {values.shape}.")
     if values.size == 0:
         return np.empty(0, np.int64)
+    if values.dtype.kind not in "iuUO":
+        raise ValueError(f"{name} must hold item ids, int64 or str; got {values.dtype} "
+                         f"values such as {values[0]!r}.")
     index = item_ids.lookup(values, name=name)
     return index[index >= 0]
 

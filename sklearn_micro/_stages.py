@@ -379,7 +379,7 @@ class Stages:
             stage.n_checkpoints += 1
             if id(stage) in self._open:  # in progress: its figures up to this checkpoint
                 begun, cpu, earlier = self._open[id(stage)]
-                self._keep(_with_earlier(dict(
+                self._record_figures(_with_earlier(dict(
                     asdict(stage), seconds=time.perf_counter() - begun,
                     cpu_seconds=time.process_time() - cpu, peak=peak_bytes(),
                     partial=True), stage, earlier))
@@ -426,11 +426,11 @@ class Stages:
         if self.dir is None:
             return
         if stage.resumed and earlier is not None and not earlier.get("partial"):
-            self._keep(dict(earlier, resumed=True))
+            self._record_figures(dict(earlier, resumed=True))
         else:
-            self._keep(_with_earlier(asdict(stage), stage, earlier))
+            self._record_figures(_with_earlier(asdict(stage), stage, earlier))
 
-    def _keep(self, figures: dict) -> None:
+    def _record_figures(self, figures: dict) -> None:
         """Put a stage's figures in the ledger and write it."""
         if self.dir is None:
             return

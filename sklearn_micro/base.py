@@ -82,14 +82,6 @@ class SeenItems:
     def __init__(self, keys=None):
         self.runs = [] if keys is None or len(keys) == 0 else [keys]
 
-    def __setstate__(self, state):
-        # before runs, a single sorted array of keys
-        runs = state.get("runs")
-        if runs is None:
-            keys = state["keys"]
-            runs = [keys] if len(keys) else []
-        self.runs = list(runs)
-
     @property
     def keys(self) -> np.ndarray:
         """All the keys, sorted (a new array when there are several runs)."""

@@ -75,9 +75,8 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         L2 penalty on the vectors.
     iterations : int, default=10
         ALS sweeps (users, then items), or BPR epochs. The paper trains for 20 epochs
-        (``iterations=20``); on the Higgs log, MiCRO's recall@100 after 10, 15 and 20 ALS
-        epochs is the same within seed noise, at half the cost of 20 (measured in
-        ``docs/scale_embedding_clustering.md``). See Notes for the cost of one.
+        (``iterations=20``); ``docs/scale_embedding_clustering.md`` compares MiCRO's
+        recall after 10, 15 and 20. See Notes for the cost of one.
     alpha : float, default=1.0
         ALS only: a (user, item) pair engaged ``c`` times weighs ``alpha * c`` in the loss,
         every other pair 1 (`implicit`'s convention).

@@ -48,7 +48,6 @@ from .model_selection import (
     RollingEvaluation,
     RollingReport,
     _paired_chunk_points,
-    _partial_fit,
 )
 
 __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "comparison_table",
@@ -357,9 +356,9 @@ def _learning_beside(model: MiCRO, log: EngagementLog, X, learn: bool):
 
     `MiCRO.partial_fit` replaces the model's attributes and never changes them in place, so
     a shallow copy made before it is the state before the chunk. When the chunk is sampled
-    as one chain (`MiCRO._chain_threads`: a chunk of 1/20 of the paper's log is) and the
-    model may use two threads or more, ``partial_fit`` runs on a thread of its own while the
-    copy is scored, so the core the chain leaves idle ranks users. That needs numba's
+    as one chain (`MiCRO._chain_threads`) and the model may use two threads or more,
+    ``partial_fit`` runs on a thread of its own while the copy is scored, so the core the
+    chain leaves idle ranks users. That needs numba's
     ``omp`` or ``tbb`` threading layer (its ``workqueue`` layer runs one parallel kernel at
     a time) and no Dask client; otherwise the chunk is taken after the block. If scoring
     or sampling fails, or an interrupt comes while either runs, the sampler is let finish
@@ -370,14 +369,14 @@ def _learning_beside(model: MiCRO, log: EngagementLog, X, learn: bool):
         return
     if not _can_learn_beside(model, log):
         yield model
-        _partial_fit(model, X)
+        model.partial_fit(X)
         return
     before = object.__new__(type(model))
     before.__dict__.update(model.__dict__)
     # the sampler draws from the model's random state: the copy keeps its own
     before.random_state_ = copy.deepcopy(model.random_state_)
     with ThreadPoolExecutor(1, thread_name_prefix="micro-partial-fit") as pool:
-        learning = pool.submit(_partial_fit, model, X)
+        learning = pool.submit(model.partial_fit, X)
         try:
             yield before
             learning.result()

@@ -132,9 +132,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         every sweep (AD-LDA, Newman et al. 2009). A chunk gets fewer partitions when each
         would visit fewer than 2**22 (about 4.2 million) support entries a sweep, where a
         second thread costs more than it saves: a small chunk is sampled as one chain
-        whatever ``n_jobs`` (for users of 25 interests, below about 170,000
-        engagements). `recommend` ranks users on ``n_jobs`` threads. None means 1 unless
-        in a `joblib.parallel_config` context; -1 means all processors. Results are
+        whatever ``n_jobs``. `recommend` ranks users on ``n_jobs`` threads. None means 1
+        unless in a `joblib.parallel_config` context; -1 means all processors. Results are
         deterministic for a given ``random_state`` and ``n_jobs``; different ``n_jobs``
         give different chains of the same quality.
         Inside ``joblib.parallel_config(backend="dask")`` the partitions are sampled on
@@ -339,7 +338,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         if self.phi_decay == "auto":
             start = time.perf_counter()
             self.phi_decay_ = select_phi_decay(u, i, log_chunk, len(item_ids))
-            self._say(f"phi_decay {self.phi_decay_} chosen", start)
+            self._print_fit_step(f"phi_decay {self.phi_decay_} chosen", start)
         else:
             self.phi_decay_ = float(self.phi_decay)
         if self.personal == "learned":
@@ -349,7 +348,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
                 alpha=float(self.alpha), beta=float(self.beta), phi_decay=self.phi_decay_,
                 window=self.personal_window, decay=self.personal_decay,
                 min_count=float(self.phi_min_count), n_jobs=self.n_jobs)[0]
-            self._say(f"personal weight {self.personal_weight_} chosen", start)
+            self._print_fit_step(f"personal weight {self.personal_weight_} chosen", start)
         else:
             self.personal_weight_ = float(self.personal)
         self.user_ids_ = user_ids
@@ -376,7 +375,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         self.n_unassigned_ = {}
         return self
 
-    def _say(self, what, start):
+    def _print_fit_step(self, what, start):
         """With ``verbose``, one line: what `fit` has done and the seconds since ``start``."""
         if self.verbose:
             print(f"[MiCRO] fit: {what} in {time.perf_counter() - start:.1f} s", flush=True)
@@ -577,16 +576,11 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         (0, 0.0, 0.0)
         """
         check_is_fitted(self, "support_indptr_")
-        if "chunk_alone_" not in self.__dict__ and self.phi_decay_ > 0:
-            raise ValueError(
-                "paper_model needs the latest chunk's own counts (chunk_alone_), which "
-                "this model, saved before they were kept, lacks: fit it again, or call "
-                "partial_fit with a new chunk first.")
         model = clone(self).set_params(personal=0, phi_decay=0)
         params = set(self._get_param_names())
         model.__dict__.update({name: value for name, value in self.__dict__.items()
                                if name not in params and name != "_grouped"})
-        if self.__dict__.get("chunk_alone_") is not None:
+        if self.chunk_alone_ is not None:
             LatestChunk(**self.chunk_alone_).set_on(model)
         model.chunk_alone_ = None
         model.phi_decay_ = 0.0
@@ -684,11 +678,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     def _ranks_with_paper(self) -> bool:
         """Whether `_recommend_with_paper` can rank for this model and its `paper_model`
         in one pass: a personal component, and the paper's model ranking from this
-        model's own latest chunk (no counts carried into it: ``phi_decay_`` 0, or a
-        model fitted on one chunk)."""
-        state = self.__dict__
-        return (self.personal_weight_ > 0 and state.get("chunk_alone_") is None
-                and ("chunk_alone_" in state or self.phi_decay_ == 0))
+        model's own latest chunk (no counts carried into it)."""
+        return self.personal_weight_ > 0 and self.chunk_alone_ is None
 
     def _recommend_with_paper(self, users, m: int, *, exclude_seen: bool = False):
         """`recommend_with_paper` where `_ranks_with_paper` holds: the paper's model's
@@ -738,11 +729,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         state = super().__getstate__()
         state.pop("_grouped", None)
         return state
-
-    def __setstate__(self, state):
-        # a model pickled before ``phi_min_count`` existed scored every count
-        state.setdefault("phi_min_count", 0)
-        super().__setstate__(state)
 
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
                             paper=False, history=None, chunk=None, within=None):

@@ -484,14 +484,6 @@ def test_ann_passes_epsilon_to_the_index(monkeypatch):
         assert index[epsilon].epsilons == {epsilon}
     with pytest.raises(ValueError, match="epsilon"):
         ANNRecommender(epsilon=-0.1).fit(X)
-    # a recommender pickled before the parameter existed searches as it did
-    old = ANNRecommender(method="nndescent", n_neighbors=5).fit(X)
-    del old.epsilon
-    restored = pickle.loads(pickle.dumps(old))
-    assert restored.epsilon == 0.1
-    assert_array_equal(restored.recommend(np.arange(30), 5)[0],
-                       ANNRecommender(method="nndescent", n_neighbors=5).fit(X).recommend(
-                           np.arange(30), 5)[0])
 
 
 def test_ann_method_auto_searches_small_sets_exactly():

@@ -233,7 +233,7 @@ def test_the_chunks_ranking_layout_is_remade_per_chunk_and_not_saved(params):
 
 
 @pytest.mark.parametrize("params", [{}, {"personal": 0, "phi_decay": 0}])
-def test_phi_min_count_set_after_fit_takes_effect_and_old_pickles_score_every_count(params):
+def test_phi_min_count_set_after_fit_takes_effect(params):
     users = [0, 1, 2, 3]
     model = fitted(**params).partial_fit(CHUNK)
     exact = model.recommend(users, 4)
@@ -245,14 +245,6 @@ def test_phi_min_count_set_after_fit_takes_effect_and_old_pickles_score_every_co
     assert not np.array_equal(scores, exact[1])
     model.set_params(phi_min_count=0)
     for a, b in zip(exact, model.recommend(users, 4), strict=True):
-        np.testing.assert_array_equal(a, b)
-    # a model pickled before the parameter existed scores every count
-    state = model.__getstate__()
-    del state["phi_min_count"]
-    old = MiCRO.__new__(MiCRO)
-    old.__setstate__(state)
-    assert old.phi_min_count == 0
-    for a, b in zip(exact, old.recommend(users, 4), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -682,17 +674,3 @@ def test_paper_model_goes_on_alone_and_leaves_the_model_as_it_was():
     alone = MiCRO(personal=0.3, phi_decay=0.5, **params).fit(
         train, item_interest=interests).partial_fit(chunk4).partial_fit(chunk5)
     assert state(ours.partial_fit(chunk5)) == state(alone)
-
-
-def test_paper_model_of_a_model_saved_without_the_chunks_own_counts():
-    model = fitted(phi_decay=0.5).partial_fit(CHUNK)
-    old = pickle.loads(pickle.dumps(model))
-    del old.__dict__["chunk_alone_"]
-    with pytest.raises(ValueError, match="chunk_alone_.*fit it again"):
-        old.paper_model()
-    # the paper's own settings need no more than the latest chunk
-    plain = fitted(phi_decay=0).partial_fit(CHUNK)
-    del plain.__dict__["chunk_alone_"]
-    paper = plain.paper_model()
-    assert paper.personal_weight_ == 0
-    np.testing.assert_array_equal(paper.phi_count_, plain.phi_count_)

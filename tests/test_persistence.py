@@ -95,7 +95,7 @@ def test_untrusted_types_are_refused_by_name(tmp_path):
     _assert_same_answers(_answers(restored), _answers(model))
 
 
-@pytest.mark.parametrize("saved", ["0.2.0", "1.1.0", "0.0.9"])
+@pytest.mark.parametrize("saved", ["0.1.0", "1.1.0", "0.0.9"])
 @pytest.mark.parametrize("suffix", [".skops", ".pkl"])
 def test_another_minor_version_is_refused_clearly(tmp_path, monkeypatch, saved, suffix):
     model = PopularityRecommender().fit(X_TRAIN)

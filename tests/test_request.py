@@ -300,7 +300,8 @@ BAD = [
     ({"history": [1, 2, 3]}, "history must be a list of item-id lists aligned with users"),
     ({"history": [[1], [2]]}, "history must be .* got 2 lists for 3 entries of users"),
     ({"exclude": ["a", "b"]}, "exclude must be int64 ids like those seen in fit; got str"),
-    ({"allow": [[1.5], [], []]}, "allow\\[0\\]"),
+    ({"allow": [[1.5], [], []]}, "allow\\[0\\] must hold item ids, int64 or str; got float64"),
+    ({"exclude": [True]}, "exclude must hold item ids, int64 or str; got bool"),
     ({"history": [[None], [], []]}, "history\\[0\\]"),
 ]
 

@@ -24,8 +24,8 @@ SELECT_RATIO = 16
 # Candidate scores a row of at least twice as many candidates samples to find its cut
 # (`sampled_cut`): a score that about twice the m it needs reach, so that the candidates
 # below it are passed over with one comparison and only a few hundred are offered to the
-# heap (`_offer_touched`). 0 offers every candidate to the heap (benchmarks/recommend.py
-# and benchmarks/ranking_work.py measure the ways).
+# heap (`_offer_touched` of `topm`, `prefilter_block` of `ranking`). 0 offers every
+# candidate to the heap.
 CUT_SAMPLE = 512
 
 

@@ -23,7 +23,7 @@ from .selection import (
 # of `RANGE_ROWS` rows is scattered into them (the block's candidate lists, about 12 bytes
 # an entry, are read back by the selections). A chunk of more items is scattered range by
 # range, each block of rows in turn; a chunk of fewer, one row at a time (the scratch
-# itself stays in the cache). docs/scale_history.md, "Large chunks scattered range by range".
+# itself stays in the cache).
 RANGE_ITEMS = 1 << 15
 RANGE_ROWS = 8
 
@@ -471,8 +471,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     `mixture_topm`'s on the same arrays (``q_base[r] + sum_k q_w[k] * phi_cnt[k, li]`` over
     the interests' items alone, no recent items, no ``item_share``), which is the paper's
     model's when it shares this ``phi`` (`MiCRO.paper_model` with ``phi_decay_`` 0). The
-    scatter, a row's main cost on a large chunk, is then paid once for both (1.6 times the
-    two kernels' speed on a full-scale test chunk, docs/scale_history.md).
+    scatter, a row's main cost on a large chunk, is then paid once for both.
 
     A chunk of more than ``range_items`` items is scattered range by range of items, a
     block of ``range_rows`` rows at a time (`_block_candidates`); each interest's entries
