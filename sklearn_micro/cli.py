@@ -189,7 +189,7 @@ def serve(args) -> int:
                     queue_size=args.queue, max_batch=args.max_batch,
                     batch_wait=args.batch_wait_ms / 1000,
                     limits=Limits(max_users=args.max_users, max_m=args.max_m))
-    except StateDirLocked as exc:
+    except (StateDirLocked, TypeError) as exc:
         raise CommandError(str(exc)) from None
     return 0
 

@@ -492,3 +492,16 @@ def test_served_answers_keep_the_in_process_dtype(client, micro):
     items, _ = micro.recommend(USERS[:1], 3)
     assert_array_equal(client.post("/recommend", json={"users": USERS[:1], "m": 3}).json()[
         "items"], items)
+
+
+def test_command_line_errors_are_one_line(tmp_path, capsys):
+    from sklearn_micro.cli import main
+
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps({"not": "a model"}))
+    for argv, message in ((["serve", str(path)], "recommender"),
+                          (["serve", str(tmp_path / "missing.skops")], "no model"),
+                          (["serve", str(path), "--keep", "0"], "--keep")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
