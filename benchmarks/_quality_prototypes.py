@@ -44,7 +44,7 @@ import scipy.sparse as sp
 
 from sklearn_micro import MiCRO
 from sklearn_micro._kernels.ranking import top_m_sparse
-from sklearn_micro._kernels.topm import fill_remainder
+from sklearn_micro._kernels.selection import fill_remainder
 from sklearn_micro._log import check_log
 
 __all__ = ["MiCRORun", "MixtureSetting", "SupportGrowthMiCRO", "select_affinity",

@@ -34,8 +34,10 @@ def _worker(args) -> None:
     from threadpoolctl import threadpool_limits
 
     from sklearn_micro import embedding
+    from sklearn_micro._stages import peak_bytes as _peak_bytes
+    from sklearn_micro._stages import reset_peak as _reset_peak
     from sklearn_micro.cli import _load, _parser
-    from sklearn_micro.experiment import _peak_bytes, _reset_peak, compact_log, split_chunks
+    from sklearn_micro.experiment import compact_log, split_chunks
 
     # the log read as reproduce reads it
     cli = _parser().parse_args(["reproduce", "--data", args.data])

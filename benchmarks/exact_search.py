@@ -17,7 +17,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from sklearn_micro._kernels.topm import _is_seen
+from sklearn_micro._kernels.selection import is_seen as _is_seen
 from sklearn_micro.baselines import _exact_top_m
 
 

@@ -186,10 +186,10 @@ def ranges(model, users, settings, repeat):
 
 def paired(model, users, seen):
     """`MiCRO._recommend_with_paper`'s five arrays for model indices ``users``."""
-    from sklearn_micro.micro import _interest_weights, _LatestChunk
+    from sklearn_micro._micro_state import LatestChunk, interest_weights
 
     indptr, k, theta = model._theta(users)
-    weight, base = _interest_weights(indptr, k, theta, model.beta, _LatestChunk.of(model))
+    weight, base = interest_weights(indptr, k, theta, model.beta, LatestChunk.of(model))
     return model._recommend_personal(users, 100, seen, indptr, k, weight, base, paper=True)
 
 

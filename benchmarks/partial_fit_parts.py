@@ -37,7 +37,8 @@ from rolling_chunks import fitted_and_test, run_arguments  # noqa: E402
 
 from sklearn_micro import _gibbs, base, micro  # noqa: E402
 from sklearn_micro._log import iter_chunks  # noqa: E402
-from sklearn_micro.experiment import _peak_bytes, _reset_peak  # noqa: E402
+from sklearn_micro._stages import peak_bytes as _peak_bytes  # noqa: E402
+from sklearn_micro._stages import reset_peak as _reset_peak  # noqa: E402
 
 # (module or class, attribute, label), in the order the table prints them
 PARTS = [

@@ -420,7 +420,7 @@ def held_out_personal_scores():
     chooses it, for this script's tables alone."""
     from sklearn_micro import micro as micro_module
 
-    choose = micro_module._select_personal_weight
+    choose = micro_module.select_personal_weight
     recorded = []
 
     def recording(*args, **kwargs):
@@ -428,11 +428,11 @@ def held_out_personal_scores():
         recorded.append(scores)
         return weight, scores
 
-    micro_module._select_personal_weight = recording
+    micro_module.select_personal_weight = recording
     try:
         yield recorded
     finally:
-        micro_module._select_personal_weight = choose
+        micro_module.select_personal_weight = choose
 
 
 def run_defaults(spec: LogSpec, args, say):

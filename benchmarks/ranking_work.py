@@ -28,12 +28,9 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from sklearn_micro._kernels.topm import (  # noqa: E402
-    CUT_SAMPLE,
-    group_by_interest,
-    mixture_topm,
-)
-from sklearn_micro.micro import _interest_weights, _LatestChunk  # noqa: E402
+from sklearn_micro._kernels.selection import CUT_SAMPLE  # noqa: E402
+from sklearn_micro._kernels.topm import group_by_interest, mixture_topm  # noqa: E402
+from sklearn_micro._micro_state import LatestChunk, interest_weights  # noqa: E402
 from sklearn_micro.model_selection import _final_recommender  # noqa: E402
 
 
@@ -60,7 +57,7 @@ def row(model, n_users=20_000, m=100, repeat=3) -> str:
     users = np.flatnonzero(support > 0)
     users = np.sort(rng.choice(users, min(n_users, users.size), replace=False))
     ptr, k, theta = model._theta(users)
-    w, base = _interest_weights(ptr, k, theta, model.beta, _LatestChunk.of(model))
+    w, base = interest_weights(ptr, k, theta, model.beta, LatestChunk.of(model))
     no_seen = np.zeros(users.size + 1, np.int64), np.empty(0, np.int64)
     order, _, phi_item, phi_count = group_by_interest(
         model.phi_indptr_, model.phi_item_, model.phi_count_, model.chunk_items_.size)

@@ -1,6 +1,7 @@
 """sklearn-micro: MiCRO, multi-interest candidate retrieval online, as scikit-learn estimators."""
 
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log
+from ._version import __version__ as __version__
 from .baselines import (
     ALSRecommender,
     ANNRecommender,
@@ -24,5 +25,3 @@ __all__ = [
     "Vocabulary",
     "check_log",
 ]
-
-__version__ = "0.1.0"

@@ -51,48 +51,16 @@ from __future__ import annotations
 import copy
 import logging
 import pickle
-import sys
 from contextlib import contextmanager
 from uuid import uuid4
 
 import numpy as np
-from joblib import effective_n_jobs
-from joblib.parallel import get_active_backend
 
-from ._gibbs import sample_partition
-from .base import SeenItems
+from ._parallel import active_client
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = "10 minutes"
-
-
-def active_client():
-    """The Dask client of joblib's active Dask backend, or None outside one."""
-    module = sys.modules.get("joblib._dask")  # imported when the backend is chosen
-    if module is None:
-        return None
-    backend, _ = get_active_backend()
-    return backend.client if isinstance(backend, module.DaskDistributedBackend) else None
-
-
-def resolve_n_jobs(n_jobs: int | None) -> int:
-    """``n_jobs`` as a number: the partitions of a chunk's users, and the threads of the
-    numba kernels that run where the estimator is.
-
-    Outside joblib's Dask backend, joblib's effective ``n_jobs``. Inside it, ``n_jobs``
-    (or the ``n_jobs`` of ``parallel_config``) when it is a positive integer, so that a
-    chain depends neither on the cluster's size nor on workers lost on the way; None or a
-    negative value means the cluster's worker threads at the time of the call (joblib's
-    meaning there).
-    """
-    if active_client() is None:
-        return effective_n_jobs(n_jobs)
-    if n_jobs is None:
-        n_jobs = get_active_backend()[1]
-    if n_jobs is not None and n_jobs > 0:
-        return int(n_jobs)
-    return effective_n_jobs(-1)
 
 
 def sweep_timeout() -> float:
@@ -125,11 +93,12 @@ def _off_worker_thread():
 
 
 @contextmanager
-def on_cluster(client, layout, partitions):
+def on_cluster(client, layout, partitions, sample_partition):
     """Hold each partition's arrays on a worker inside the block; yields
-    ``sweep(seeds, counts, z, beta, i_beta)``, which returns what `sample_partition`
-    returns for each partition, in order."""
-    sweeps = ClusterSweeps(client, layout, partitions)
+    ``sweep(seeds, counts, z, beta, i_beta)``, which returns what ``sample_partition``
+    (the sampler's sweep of one partition, run on the workers) returns for each
+    partition, in order."""
+    sweeps = ClusterSweeps(client, layout, partitions, sample_partition)
     try:
         with _off_worker_thread():
             yield sweeps
@@ -147,13 +116,16 @@ class ClusterSweeps:
     partitions : list of Partition
         Of ``layout``; partition ``p`` is held first on the ``p % n``-th of the cluster's
         ``n`` workers (by address), and may move if that worker is lost.
+    sample_partition : callable
+        ``sklearn_micro._gibbs.sample_partition``, run on each partition.
     """
 
-    def __init__(self, client, layout, partitions):
+    def __init__(self, client, layout, partitions, sample_partition):
         import dask.config
 
         self.client = client
         self.partitions = partitions
+        self.sample_partition = sample_partition
         self.timeout = sweep_timeout()
         self.tag = uuid4().hex[:10]
         self.n_sweeps = 0
@@ -181,8 +153,8 @@ class ClusterSweeps:
         interest_count = _narrow(counts.interest_count)
         inputs = [(_narrow(z[part.engagements]), _narrow(counts.entry_count[part.entries]))
                   for part in self.partitions]
-        futures = [self.client.submit(_sweep_held, held, seed, z_p, entry_count,
-                                      interest_count, beta, i_beta,
+        futures = [self.client.submit(_sweep_held, self.sample_partition, held, seed, z_p,
+                                      entry_count, interest_count, beta, i_beta,
                                       key=f"micro-sweep-{self.tag}-s{s}-p{p}")
                    for p, (held, seed, (z_p, entry_count)) in enumerate(zip(
                        self.held, seeds, inputs, strict=True))]
@@ -230,7 +202,8 @@ def _hold_partition(engagement_user, entry_ptr, entry_of, support_ptr, support_i
             support_interest.astype(np.int32), support_prior)
 
 
-def _sweep_held(held, seed, z, entry_count, interest_count, beta, i_beta):
+def _sweep_held(sample_partition, held, seed, z, entry_count, interest_count, beta,
+                i_beta):
     """One sweep of a held partition (on a worker): the new ``z``, the change of
     ``N[k, t]`` and how many ``z`` changed. The (item, interest) counts' changes are the
     moves of ``z``, which the client merges."""
@@ -314,8 +287,8 @@ def _submit_blocks(client, function, blocks, *, key, workers, **kwargs) -> list:
     return futures
 
 
-def _hold(value):
-    """A value held on a worker, as the result of the task that carried it."""
+def _keep_on_worker(value):
+    """``value`` itself: as a task's result, it stays on the worker that ran the task."""
     return value
 
 
@@ -333,7 +306,7 @@ def _recommender_to_ship(recommender, exclude_seen: bool):
     if exclude_seen or not hasattr(recommender, "seen_items_"):
         return recommender
     shipped = copy.copy(recommender)
-    shipped.seen_items_ = SeenItems()
+    shipped.seen_items_ = type(recommender.seen_items_)()
     return shipped
 
 
@@ -513,7 +486,8 @@ class ClusterAssignment:
         self.workers = _workers(client)
         self.blocks = _blocks(client, X.shape[0], smallest=_MIN_BLOCK_ROWS,
                               largest=max(1, _BLOCK_BYTES // max(X[:1].nbytes, 1)))
-        self.held = _submit_blocks(client, _hold, [(X[lo:hi],) for lo, hi in self.blocks],
+        self.held = _submit_blocks(client, _keep_on_worker,
+                                   [(X[lo:hi],) for lo, hi in self.blocks],
                                    key=f"micro-kmeans-rows-{self.tag}", workers=self.workers)
         logger.debug("k-means: %d blocks of rows held on the cluster: %d bytes",
                      len(self.blocks), X.nbytes,
@@ -589,8 +563,8 @@ def assign_all_on_cluster(client, X, centers, block_rows, labels, best, assign_a
     tag = uuid4().hex[:10]
     blocks = _blocks(client, X.shape[0], smallest=_MIN_BLOCK_ROWS,
                      largest=max(1, _BLOCK_BYTES // max(X[:1].nbytes, 1)), multiple=block_rows)
-    held = _submit_blocks(client, _hold, [(centers,)], key=f"micro-kmeans-centroids-{tag}",
-                          workers=[None])[0]
+    held = _submit_blocks(client, _keep_on_worker, [(centers,)],
+                          key=f"micro-kmeans-centroids-{tag}", workers=[None])[0]
     futures = _submit_blocks(client, _assign_rows,
                              [(X[lo:hi], held, block_rows, assign_all) for lo, hi in blocks],
                              key=f"micro-kmeans-labels-{tag}", workers=_workers(client))

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ._dask import on_cluster
 from ._kernels import numba_threads, sampler
+from ._parallel import active_client
 
 __all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "n_partitions",
            "partition_layout", "run_chain", "sample_partition"]
@@ -227,9 +229,7 @@ def sweep_seed(chunk_seed: int, pass_: int, sweep: int, partition: int) -> int:
 
 
 # a partition is given at least this many support entries to visit a sweep: below it the
-# sweep's dispatch, copies and merge cost more than a second thread saves (a chunk of 74k
-# engagements and about 1.8M entries ran 0.56 s on one partition and 0.69 s on two, one of
-# 368k and about 11M entries 8.7 s and 8.4 s; docs/scale_history.md)
+# sweep's dispatch, copies and merge cost more than a second thread saves
 MIN_PARTITION_WORK = 1 << 22
 
 
@@ -288,11 +288,9 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
     (`sklearn_micro._dask`), else on the threads of a pool kept for the chunk's sweeps.
     Yields ``sweep(seeds, counts, z, beta, i_beta)``, which returns `sample_partition`'s
     result for each partition, in order."""
-    from ._dask import active_client, on_cluster
-
     client = active_client() if len(partitions) > 1 else None
     if client is not None:
-        with on_cluster(client, layout, partitions) as sweep:
+        with on_cluster(client, layout, partitions, sample_partition) as sweep:
             yield sweep
         return
     # a pool of its own for the chunk: a sweep is a few milliseconds, and joblib's dispatch
@@ -321,8 +319,7 @@ def _merge(layout: ChunkLayout, partitions, counts: ChainCounts, z: np.ndarray,
     the sweep wrote them in place), the (item, interest) counts of the engagements whose
     assignment moved from ``before`` (``z`` at the sweep's start), and its change of the
     interest counts. A move changes two counts, so the merge reads the chunk's engagements,
-    not the entries they touch (1.5M against 51M in a full-scale test chunk of fave's
-    log)."""
+    not the many more entries they touch."""
     for part, (z_p, user_p, interest_delta, _) in zip(partitions, results, strict=True):
         if not np.may_share_memory(z_p, z):
             z[part.engagements] = z_p

@@ -17,13 +17,19 @@ COLUMNS = ("user", "item", "chunk")
 
 __all__ = [
     "COLUMNS",
+    "LOOKUP_ROWS",
     "EmbeddedLog",
     "EngagementLog",
     "Vocabulary",
     "as_ids",
     "check_log",
+    "chunk_column",
+    "compact_chunks",
+    "compact_log",
     "distinct",
     "iter_chunks",
+    "lookup_in_blocks",
+    "split_chunks",
 ]
 
 
@@ -252,7 +258,41 @@ def _frame_ids(column, name: str, *, input_name: str) -> np.ndarray:
     return _id_column(column.to_numpy(), name, input_name=input_name)
 
 
-def _chunk_column(values, *, input_name: str) -> np.ndarray:
+def chunk_column(X, *, input_name: str = "X") -> np.ndarray:
+    """The ``chunk`` column of a log as int64, checked, without validating its id columns
+    (what a splitter over chunks reads).
+
+    Parameters
+    ----------
+    X : DataFrame, array-like of shape (n_engagements, 3), EngagementLog or EmbeddedLog
+        The log, in any form `check_log` takes.
+    input_name : str, default="X"
+        How error messages name ``X``.
+
+    Returns
+    -------
+    chunk : ndarray of int64, shape (n_engagements,)
+    """
+    if isinstance(X, EmbeddedLog):
+        X = X.log
+    if isinstance(X, EngagementLog):
+        return X.chunk
+    if hasattr(X, "columns"):
+        if "chunk" not in X.columns:
+            raise ValueError(
+                f"{input_name} must have a 'chunk' column; got columns {list(X.columns)}.")
+        return _chunks(X["chunk"].to_numpy(), input_name=input_name)
+    arr = np.asarray(X)
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ValueError(
+            f"{input_name} must be a DataFrame with columns user, item, chunk or an integer "
+            f"array of shape (n, 3); got shape {arr.shape}."
+        )
+    return _chunks(arr[:, 2], input_name=input_name)
+
+
+def _chunks(values, *, input_name: str) -> np.ndarray:
+    """A log's chunk values as int64; an error naming the first bad row otherwise."""
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
         if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
@@ -334,7 +374,7 @@ def check_log(X, *, input_name: str = "X", allow_empty: bool = False) -> Engagem
         log = EngagementLog(
             _frame_ids(X["user"], "user", input_name=input_name),
             _frame_ids(X["item"], "item", input_name=input_name),
-            _chunk_column(X["chunk"].to_numpy(), input_name=input_name),
+            _chunks(X["chunk"].to_numpy(), input_name=input_name),
         )
     else:
         if isinstance(X, (str, bytes)) or X is None or np.isscalar(X):
@@ -399,6 +439,20 @@ def index_dtype(n: int):
     """The type of indices below ``n``: int32 where they fit (half the memory, and one
     type per kernel argument, so that a kernel compiles once), else int64."""
     return np.int32 if n <= np.iinfo(np.int32).max + 1 else np.int64
+
+
+# rows of a log whose ids are looked up at once (bounds the int64 temporaries of a lookup)
+LOOKUP_ROWS = 1 << 20
+
+
+def lookup_in_blocks(vocabulary: Vocabulary, values: np.ndarray, name: str) -> np.ndarray:
+    """Internal indices of ``values`` (-1 where unknown), int32 where they fit, looked up
+    `LOOKUP_ROWS` at a time."""
+    out = np.empty(values.shape[0], index_dtype(len(vocabulary)))
+    for start in range(0, values.shape[0], LOOKUP_ROWS):
+        stop = start + LOOKUP_ROWS
+        out[start:stop] = vocabulary.lookup(values[start:stop], name=name)
+    return out
 
 
 def distinct(values) -> np.ndarray:
@@ -601,3 +655,95 @@ def iter_chunks(chunk: np.ndarray):
     bounds = np.append(starts, chunk.shape[0])
     for j, value in enumerate(values):
         yield int(value), order[bounds[j] : bounds[j + 1]]
+
+
+# ---------------------------------------------------------------- compaction and split
+
+
+def compact_log(log) -> EngagementLog:
+    """The log sorted by chunk, with ids and chunks as int32 where they fit.
+
+    One copy is made column by column, so the peak is the log plus one column. String ids
+    are kept as they are. A log already sorted by chunk (the paper's files are) keeps its
+    row order.
+    """
+    log = check_log(log)
+    chunk = log.chunk
+    order = None
+    if chunk.shape[0] > 1 and np.any(chunk[1:] < chunk[:-1]):
+        order = np.argsort(chunk, kind="stable")
+
+    def narrow(values):
+        if values.size and _fits_int32(values):
+            values = values.astype(np.int32, copy=False)
+        return values if order is None else values[order]
+
+    user = narrow(log.user)
+    item = narrow(log.item)
+    return EngagementLog(user, item, narrow(chunk))
+
+
+def _fits_int32(values: np.ndarray) -> bool:
+    return values.dtype.kind in "iu" and (not values.size or (
+        values.min() >= np.iinfo(np.int32).min and values.max() <= np.iinfo(np.int32).max))
+
+
+def compact_chunks(chunks, n_rows: int | None = None) -> EngagementLog:
+    """A log from its chunks, ``(chunk, EngagementLog)`` in increasing order, held once.
+
+    Columns are int32 while every value fits (a column widens to int64 when one does not).
+    With ``n_rows`` (a Parquet file's metadata has it) the columns are allocated once and
+    filled, so memory holds the log plus one chunk; otherwise the chunks are joined at the
+    end, which holds the log twice for a moment.
+    """
+    columns = None
+    parts: list[EngagementLog] = []
+    filled = 0
+    for _, part in chunks:
+        part = check_log(part)
+        if n_rows is None:
+            parts.append(compact_log(part))
+            continue
+        if columns is None:
+            columns = [np.empty(n_rows, np.int32) for _ in range(3)]
+        end = filled + len(part)
+        if end > n_rows:
+            raise ValueError(f"n_rows: the chunks hold more than {n_rows} rows.")
+        for j, values in enumerate((part.user, part.item, part.chunk)):
+            if columns[j].dtype == np.int32 and not _fits_int32(values):
+                columns[j] = columns[j].astype(np.int64)
+            columns[j][filled:end] = values
+        filled = end
+    if n_rows is None:
+        if not parts:
+            return check_log(np.empty((0, 3), np.int64), allow_empty=True)
+        joined = [np.concatenate([getattr(p, c) for p in parts]) for c in COLUMNS]
+        return EngagementLog(*joined)
+    if columns is None or filled != n_rows:
+        raise ValueError(f"n_rows: the chunks hold {filled} rows, not {n_rows}.")
+    return EngagementLog(*columns)
+
+
+def split_chunks(log, train_chunks: int | None = None) -> tuple[EngagementLog, EngagementLog]:
+    """Split a log into its first ``train_chunks`` chunks and the rest.
+
+    Chunks are counted by number from the first one, so empty chunks count. By default the
+    last quarter of the chunks (at least one) is the test part. A log sorted by chunk (as
+    `compact_log` leaves it) is split into two views, without a copy.
+    """
+    log = check_log(log)
+    first, last = int(log.chunk.min()), int(log.chunk.max())
+    n_chunks = last - first + 1
+    if train_chunks is None:
+        train_chunks = n_chunks - max(1, n_chunks // 4)
+    if not 1 <= train_chunks < n_chunks:
+        raise ValueError(
+            f"train_chunks must be between 1 and {n_chunks - 1} (the log has {n_chunks} "
+            f"chunks, {first}..{last}); got {train_chunks}."
+        )
+    chunk = log.chunk
+    if chunk.shape[0] < 2 or np.all(chunk[1:] >= chunk[:-1]):
+        cut = int(np.searchsorted(chunk, first + train_chunks))
+        return log.take(slice(0, cut)), log.take(slice(cut, None))
+    train = chunk < first + train_chunks
+    return log.take(train), log.take(~train)

@@ -24,8 +24,10 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ._dask import recommend_on_cluster
 from ._kernels import csr
 from ._log import as_ids, distinct
+from ._parallel import active_client
 from .persistence import unversioned_state, versioned_state
 
 __all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "ranges_csr",
@@ -76,14 +78,6 @@ class SeenItems:
 
     def __init__(self, keys=None):
         self.runs = [] if keys is None or len(keys) == 0 else [keys]
-
-    def __setstate__(self, state):
-        # before runs, a single sorted array of keys
-        runs = state.get("runs")
-        if runs is None:
-            keys = state["keys"]
-            runs = [keys] if len(keys) else []
-        self.runs = list(runs)
 
     @property
     def keys(self) -> np.ndarray:
@@ -236,8 +230,6 @@ class RecommenderMixin:
         users = self._check_recommend(users, m, exclude_seen)
         if users.size == 0:
             return self._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
-        from ._dask import active_client, recommend_on_cluster
-
         client = active_client()
         if client is not None:
             return recommend_on_cluster(self, users, m, exclude_seen=exclude_seen,

@@ -19,16 +19,15 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
-from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from ._kernels.ranking import place_neighbours, prefilter_block, prefilter_finish, top_m_sparse
-from ._kernels.topm import fill_remainder
-from ._log import EmbeddedLog, Vocabulary, check_log, distinct, iter_chunks
-from .base import RecommenderMixin, SeenItems, csr_rows, ranges_csr, unique_pairs
+from ._kernels.selection import CUT_SAMPLE, fill_remainder
+from ._log import EmbeddedLog, Vocabulary, distinct
+from ._parallel import resolve_n_jobs
+from ._window import WindowRecommender
+from .base import csr_rows, ranges_csr, unique_pairs
 from .embedding import blocked_als
 
 __all__ = [
@@ -39,16 +38,14 @@ __all__ = [
 ]
 
 # "auto" searches exactly below this many candidate items: up to here the exact search costs
-# about as much as NNDescent's index and queries together, or less (docs/scale_history.md, "ANN:
-# exact below 50,000 items"), and it finds every item NNDescent misses
+# about as much as NNDescent's index and queries together, or less, and it finds every item
+# NNDescent misses
 _EXACT_MAX_ITEMS = 50_000
 # scores held at once by the exact blocked search
 _BLOCK_SCORES = 1 << 21
 _ITEM_BLOCK = 8192
 # candidates a user may keep waiting for exact scores, in multiples of m
 _BUFFERED = 8
-# scores of a user's first block read for a guess of its cut (`prefilter_block`)
-_CUT_SAMPLE = 512
 
 
 def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
@@ -105,7 +102,7 @@ def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
         for i0 in range(0, n_c, item_block):
             i1 = min(n_c, i0 + item_block)
             prefilter_block(rows @ vectors[i0:i1].T, i0, rows, vectors, candidates, margin,
-                            tie_key, *seen, _CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
+                            tie_key, *seen, CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
         prefilter_finish(rows, vectors, candidates, tie_key, cut, buf, buf_score, buf_n,
                          *outs)
 
@@ -134,214 +131,7 @@ def _product_error(queries: np.ndarray, vectors: np.ndarray) -> float:
     return 2.0 * bound * ((d + 2) * u / (1 - (d + 2) * u) + 2 * u)
 
 
-# rows whose ids are looked up at once while the seen items of a log are gathered
-_LOOKUP_ROWS = 1 << 20
-
-
-def _seen_of_log(user_ids: Vocabulary, item_ids: Vocabulary, log) -> SeenItems:
-    """The seen items of a whole log, gathered block by block into one sorted key array,
-    so memory holds about 8 bytes per engagement beyond the log (not the ids looked up)."""
-    n = len(log)
-    if len(user_ids) >= 2**31 or len(item_ids) >= 2**32:
-        raise ValueError(
-            "seen items are kept for up to 2**31 users and 2**32 items; got "
-            f"{len(user_ids)} users and {len(item_ids)} items."
-        )
-    keys = np.empty(n, np.int64)
-    for lo in range(0, n, _LOOKUP_ROWS):
-        hi = min(n, lo + _LOOKUP_ROWS)
-        user = user_ids.lookup(log.user[lo:hi], name="X user ids")
-        item = item_ids.lookup(log.item[lo:hi], name="X item ids")
-        np.bitwise_or(user << 32, item, out=keys[lo:hi])
-    keys.sort()
-    if n > 1:
-        keep = np.empty(n, bool)
-        keep[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=keep[1:])
-        keys = keys[keep]
-    return SeenItems(keys)
-
-
-class _WindowRecommender(RecommenderMixin, BaseEstimator):
-    """Shared state of the baselines: vocabularies, seen items and the window's engagements.
-
-    Subclasses add their model through the hooks below, which work on a ``state`` dict of
-    fitted attributes that is committed only once a call has succeeded.
-    """
-
-    _parameter_constraints: dict = {
-        "window": [Interval(Integral, 1, None, closed="left")],
-    }
-
-    def __init__(self, window: int = 1):
-        self.window = window
-
-    # -- hooks ------------------------------------------------------------------------------
-
-    def _start(self, X, log) -> dict:
-        """Vocabularies of a first fit (the log's distinct ids); subclasses may add more."""
-        return {
-            "user_ids_": Vocabulary.from_ids(log.user),
-            "item_ids_": Vocabulary.from_ids(log.item),
-        }
-
-    def _fit_model(self, state: dict, log, user: np.ndarray, item: np.ndarray) -> None:
-        """Fit the model on the whole training log (internal indices)."""
-
-    def _absorb(self, state: dict, X) -> None:
-        """Take what a partial_fit input carries besides engagements (e.g. vectors)."""
-
-    def _update_chunk(self, state: dict, user: np.ndarray, item: np.ndarray) -> None:
-        """Take one new chunk's engagements; the window in ``state`` already holds them."""
-
-    def _derive(self, state: dict) -> None:
-        """Recompute what recommend reads from the window."""
-
-    def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items) -> None:
-        """Rank each user's own candidates into the first ``n_filled[r]`` slots."""
-
-    # -- fit and partial_fit ----------------------------------------------------------------
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Fit on a training engagement log.
-
-        Parameters
-        ----------
-        X : DataFrame with columns user, item, chunk, int array of shape (n, 3),
-            EngagementLog or EmbeddedLog
-            The training engagements, one per row.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : object
-            The fitted recommender.
-        """
-        return self._fit(X)
-
-    def _fit(self, X):
-        log = check_log(X)
-        state = self._start(X, log)
-        latest = int(log.chunk.max())
-        in_window = np.flatnonzero(log.chunk > latest - self.window)
-        state.update(
-            seen_items_=_seen_of_log(state["user_ids_"], state["item_ids_"], log),
-            latest_chunk_=latest,
-            window_user_=state["user_ids_"].lookup(log.user[in_window], name="X user ids"),
-            window_item_=state["item_ids_"].lookup(log.item[in_window], name="X item ids"),
-            window_chunk_=log.chunk[in_window].astype(np.int64),
-        )
-        if type(self)._fit_model is not _WindowRecommender._fit_model:
-            user = state["user_ids_"].lookup(log.user, name="X user ids")
-            item = state["item_ids_"].lookup(log.item, name="X item ids")
-            self._fit_model(state, log, user, item)
-        self._finish(state)
-        return self
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y=None):
-        """Take the engagements of one or more new chunks.
-
-        Chunks are taken in increasing order, as successive calls would; the latest of them
-        becomes the chunk that ``recommend`` answers for. A chunk older than the latest one
-        already seen, or equal to it, is refused, and a call that fails leaves the
-        recommender as it was. An unfitted recommender raises ``NotFittedError``, as every
-        recommender of the package does: call ``fit`` on the training log first.
-
-        Parameters
-        ----------
-        X : DataFrame with columns user, item, chunk, int array of shape (n, 3),
-            EngagementLog or EmbeddedLog
-            The new engagements; items and users may be new.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : object
-            The updated recommender.
-        """
-        check_is_fitted(self, "item_ids_", msg=(
-            f"{type(self).__name__}.partial_fit needs a fitted recommender: call fit on the "
-            "training log (or the Pipeline) first."))
-        log = check_log(X)
-        oldest = int(log.chunk.min())
-        if oldest <= self.latest_chunk_:
-            raise ValueError(
-                f"partial_fit takes chunks newer than the latest chunk {self.latest_chunk_}; "
-                f"X holds chunk {oldest}."
-            )
-        user_ids, user = self.user_ids_.extend(log.user, name="X user ids")
-        item_ids, item = self.item_ids_.extend(log.item, name="X item ids")
-        state = {name: getattr(self, name) for name in self._state_names()}
-        state.update(
-            user_ids_=user_ids,
-            item_ids_=item_ids,
-            seen_items_=self.seen_items_.add(user, item),
-        )
-        self._absorb(state, X)
-        for chunk, rows in iter_chunks(log.chunk):
-            keep = state["window_chunk_"] > chunk - self.window
-            state["window_user_"] = np.concatenate([state["window_user_"][keep], user[rows]])
-            state["window_item_"] = np.concatenate([state["window_item_"][keep], item[rows]])
-            state["window_chunk_"] = np.concatenate(
-                [state["window_chunk_"][keep], np.full(rows.shape[0], chunk, np.int64)]
-            )
-            state["latest_chunk_"] = chunk
-            self._update_chunk(state, user[rows], item[rows])
-        self._finish(state)
-        return self
-
-    def _state_names(self):
-        return [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]
-
-    def _finish(self, state: dict) -> None:
-        """Derive the latest chunk's popularity and commit ``state`` to ``self``."""
-        n_items = len(state["item_ids_"])
-        latest = state["window_chunk_"] == state["latest_chunk_"]
-        counts = np.bincount(state["window_item_"][latest], minlength=n_items)
-        popular = np.flatnonzero(counts)
-        popular = popular[np.argsort(-counts[popular], kind="stable")]
-        rank = np.arange(n_items, dtype=np.int64) + popular.shape[0]
-        rank[popular] = np.arange(popular.shape[0])
-        state.update(
-            popular_items_=popular.astype(np.int64),
-            popular_counts_=counts[popular].astype(np.int64),
-            item_rank_=rank,
-        )
-        self._derive(state)
-        snapshot = self.__dict__.copy()
-        try:
-            for name, value in state.items():
-                setattr(self, name, value)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(snapshot)
-            raise
-
-    # -- recommend ---------------------------------------------------------------------------
-
-    def _recommend(self, user_index, m, seen):
-        n = user_index.shape[0]
-        items = np.full((n, m), -1, np.int64)
-        scores = np.full((n, m), -np.inf)
-        n_filled = np.zeros(n, np.int64)
-        seen_indptr, seen_items = seen
-        self._rank(user_index, items, scores, n_filled, seen_indptr, seen_items)
-        last = scores[np.arange(n), np.maximum(n_filled - 1, 0)]
-        fill_base = np.where(n_filled > 0, last, 0.0) - 1.0
-        counts = self.popular_counts_
-        pop_score = counts / (counts.max() + 1.0) if counts.size else counts.astype(float)
-        fill_remainder(
-            items, scores, n_filled, self.popular_items_, pop_score, fill_base,
-            seen_indptr, seen_items,
-        )
-        return items, scores
-
-
-class PopularityRecommender(_WindowRecommender):
+class PopularityRecommender(WindowRecommender):
     """The most engaged items of the recent window, the same for every user.
 
     An item's score is its number of engagements in the last ``window`` chunks; ties go to
@@ -408,7 +198,7 @@ class PopularityRecommender(_WindowRecommender):
         return items, scores
 
 
-class RecentItemsRecommender(_WindowRecommender):
+class RecentItemsRecommender(WindowRecommender):
     """A user's own items of the recent window: repeat engagement, then popularity.
 
     The items a user engaged with in the last ``window`` chunks come first, the most recently
@@ -483,7 +273,7 @@ class RecentItemsRecommender(_WindowRecommender):
         )
 
 
-class ANNRecommender(_WindowRecommender):
+class ANNRecommender(WindowRecommender):
     """Cosine nearest items to each user's vector, items being averages of user vectors.
 
     Sits after `GraphEmbedder` in a Pipeline: ``fit`` takes the `EmbeddedLog` it hands on and
@@ -508,10 +298,9 @@ class ANNRecommender(_WindowRecommender):
     epsilon : float, default=0.1
         How far beyond the best candidates an NNDescent query searches
         (`pynndescent.NNDescent.query`'s ``epsilon``, whose default it is): larger finds
-        more of the exact neighbours for more time. On a fave-shaped log at 1/4 of the
-        paper's scale, ``n_neighbors=60, epsilon=0.3`` gave lists agreeing with the exact
-        search's on 99.6 of 100 items against 96.8 with the defaults, for about twice the
-        query time (docs: "ANN at scale").
+        more of the exact neighbours for more time; with ``n_neighbors``, the trade-off
+        between the lists' agreement with the exact search and the query time (the docs'
+        "ANN at scale" measures it).
     random_state : int, RandomState instance or None, default=None
         Seeds the NNDescent index; fixed for the fitted state, so a pickled and restored
         recommender builds the same index.
@@ -521,9 +310,8 @@ class ANNRecommender(_WindowRecommender):
         None means 1, -1 all cores. The exact search answers the same for any ``n_jobs``.
         NNDescent's queries draw random starting points from one stream per call: on one
         thread a user's answer depends on the users queried before it in the same call
-        (the same call answers the same), on several threads also on their timing. On a
-        fave-shaped log at 1/4 of the paper's scale, 0.5% (one thread, another batch) and
-        0.7% (two threads, the same batch) of the top-100 items differed that way.
+        (the same call answers the same), on several threads also on their timing, so a
+        few of a user's items can differ between calls.
 
     Attributes
     ----------
@@ -565,7 +353,7 @@ class ANNRecommender(_WindowRecommender):
     """
 
     _parameter_constraints: dict = {
-        **_WindowRecommender._parameter_constraints,
+        **WindowRecommender._parameter_constraints,
         "method": [StrOptions({"auto", "exact", "nndescent"})],
         "n_neighbors": [Interval(Integral, 2, None, closed="left")],
         "epsilon": [Interval(Real, 0, None, closed="left")],
@@ -591,19 +379,12 @@ class ANNRecommender(_WindowRecommender):
         self.n_jobs = n_jobs
 
     def _threads(self) -> int:
-        from joblib import effective_n_jobs
-
-        return max(1, effective_n_jobs(self.n_jobs))
+        return resolve_n_jobs(self.n_jobs)
 
     def __getstate__(self):
         state = super().__getstate__()
         state.pop("_index", None)
         return state
-
-    def __setstate__(self, state):
-        # a recommender pickled before ``epsilon`` existed searched with pynndescent's 0.1
-        state.setdefault("epsilon", 0.1)
-        super().__setstate__(state)
 
     def _start(self, X, log):
         if not isinstance(X, EmbeddedLog):
@@ -627,7 +408,7 @@ class ANNRecommender(_WindowRecommender):
             "random_state_": rng,
         }
 
-    def _absorb(self, state, X):
+    def _extend_state(self, state, X):
         vectors = state["user_vectors_"]
         if isinstance(X, EmbeddedLog):
             given = np.asarray(X.user_vectors, dtype=np.float32)
@@ -733,14 +514,14 @@ class ANNRecommender(_WindowRecommender):
                      out_items, out_scores, out_n)
 
 
-class ALSRecommender(_WindowRecommender):
+class ALSRecommender(WindowRecommender):
     """Implicit-feedback ALS (``implicit``), with new items and users folded in per chunk.
 
     ``fit`` factorizes the training log's engagement counts (confidence ``alpha * count``)
     by `implicit`'s alternating least squares, on the blocked kernel of `GraphEmbedder`
     (``solver="blocked"``: the same steps and initial vectors, to float32 rounding), on
-    every core. ``partial_fit`` keeps the fitted factors
-    and folds in what is new, chunk by chunk: each item first engaged after ``fit`` that is
+    ``n_jobs`` threads. ``partial_fit`` keeps the fitted factors and folds in what is new,
+    chunk by chunk: each item first engaged after ``fit`` that is
     engaged in the chunk gets the closed-form ALS item step (`implicit`'s
     ``recalculate_item``) from the users who engaged with it in the window, then each user
     first seen after ``fit`` who engages in the chunk gets the user step from their window
@@ -764,6 +545,10 @@ class ALSRecommender(_WindowRecommender):
         new items and users.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial factors.
+    n_jobs : int or None, default=None
+        Threads of the least-squares steps of ``fit`` and of ``recommend``'s exact search.
+        None means 1 unless in a `joblib.parallel_config` context; -1 means all
+        processors.
 
     Attributes
     ----------
@@ -795,12 +580,13 @@ class ALSRecommender(_WindowRecommender):
     """
 
     _parameter_constraints: dict = {
-        **_WindowRecommender._parameter_constraints,
+        **WindowRecommender._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "regularization": [Interval(Real, 0, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "iterations": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(
@@ -812,6 +598,7 @@ class ALSRecommender(_WindowRecommender):
         iterations: int = 15,
         window: int = 1,
         random_state=None,
+        n_jobs: int | None = None,
     ):
         super().__init__(window=window)
         self.n_components = n_components
@@ -819,6 +606,7 @@ class ALSRecommender(_WindowRecommender):
         self.alpha = alpha
         self.iterations = iterations
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     def _als(self, user_factors, item_factors):
         """`implicit`'s model around the fitted factors, for its fold-in steps."""
@@ -845,7 +633,7 @@ class ALSRecommender(_WindowRecommender):
         # implicit's ALS steps and initial vectors, on GraphEmbedder's blocked kernel
         user_factors, item_factors = blocked_als(
             counts, self.n_components, self.regularization, self.iterations, seed,
-            effective_n_jobs(-1))
+            resolve_n_jobs(self.n_jobs))
         state.update(
             user_factors_=user_factors,
             item_factors_=item_factors,
@@ -853,7 +641,7 @@ class ALSRecommender(_WindowRecommender):
             n_fit_items_=n_items,
         )
 
-    def _absorb(self, state, X):
+    def _extend_state(self, state, X):
         for name, ids in (("user_factors_", "user_ids_"), ("item_factors_", "item_ids_")):
             factors, n = state[name], len(state[ids])
             if factors.shape[0] < n:
@@ -914,5 +702,6 @@ class ALSRecommender(_WindowRecommender):
         _exact_top_m(
             queries, self.item_factors_[self.candidate_items_], self.candidate_items_,
             self.item_rank_, sub_indptr, sub_seen, out_items, out_scores, out_n,
+            resolve_n_jobs(self.n_jobs),
         )
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n

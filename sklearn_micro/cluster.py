@@ -7,7 +7,6 @@ from contextlib import contextmanager
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import effective_n_jobs
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -23,7 +22,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ._dask import ClusterAssignment, active_client, assign_all_on_cluster
+from ._dask import ClusterAssignment, assign_all_on_cluster
 from ._kernels import numba_threads
 from ._kernels.kmeans import (
     best_rows,
@@ -33,6 +32,7 @@ from ._kernels.kmeans import (
     update_bounds,
 )
 from ._log import EmbeddedLog
+from ._parallel import active_client, resolve_n_jobs
 
 __all__ = ["SphericalKMeans"]
 
@@ -504,7 +504,7 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
         tol = self.tol * float(np.mean(np.var(Xn, axis=0))) if self.tol else 0.0
         block_rows = _block_rows(self.block_size, self.n_clusters, Xn.dtype.itemsize)
         best = None
-        with _threads(effective_n_jobs(self.n_jobs)):
+        with _threads(resolve_n_jobs(self.n_jobs)):
             for _ in range(n_init):
                 if isinstance(init, str):
                     centers = _init_centroids(
@@ -584,7 +584,7 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
             Index of the cluster each row belongs to.
         """
         check_is_fitted(self)
-        with _threads(effective_n_jobs(self.n_jobs)):
+        with _threads(resolve_n_jobs(self.n_jobs)):
             return self._labels(self._vectors(X, reset=False))[0]
 
     def transform(self, X) -> np.ndarray | EmbeddedLog:
@@ -659,7 +659,7 @@ class SphericalKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluster
             ``-sum(1 - cos)`` of the rows to their nearest centroid.
         """
         check_is_fitted(self)
-        with _threads(effective_n_jobs(self.n_jobs)):
+        with _threads(resolve_n_jobs(self.n_jobs)):
             similarity = self._labels(self._vectors(X, reset=False))[1]
         return -float(np.sum(1.0 - similarity))
 

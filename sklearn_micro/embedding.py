@@ -6,7 +6,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -16,22 +15,10 @@ from tqdm.auto import tqdm
 
 from ._kernels import numba_threads
 from ._kernels.als import solve_rows
-from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, index_dtype
+from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log, lookup_in_blocks
+from ._parallel import resolve_n_jobs
 
 __all__ = ["GraphEmbedder"]
-
-
-# Rows of the log whose ids are looked up at once (bounds the int64 temporaries of a lookup).
-_LOOKUP_ROWS = 1 << 20
-
-
-def _lookup_in_blocks(vocabulary: Vocabulary, values: np.ndarray, name: str) -> np.ndarray:
-    """Internal indices of ``values`` (-1 where unknown), int32 where they fit."""
-    out = np.empty(values.shape[0], index_dtype(len(vocabulary)))
-    for start in range(0, values.shape[0], _LOOKUP_ROWS):
-        stop = start + _LOOKUP_ROWS
-        out[start:stop] = vocabulary.lookup(values[start:stop], name=name)
-    return out
 
 
 def engagement_matrix(
@@ -43,8 +30,8 @@ def engagement_matrix(
     up in blocks, so that the largest temporaries are the int32 (user, item) pairs of the
     log and scipy's counting conversion to CSR, never an int64 copy of the whole log.
     """
-    user = _lookup_in_blocks(user_ids, log.user, "user")
-    item = _lookup_in_blocks(item_ids, log.item, "item")
+    user = lookup_in_blocks(user_ids, log.user, "user")
+    item = lookup_in_blocks(item_ids, log.item, "item")
     known = (user >= 0) & (item >= 0)
     if not known.all():
         user, item = user[known], item[known]
@@ -88,9 +75,8 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         L2 penalty on the vectors.
     iterations : int, default=10
         ALS sweeps (users, then items), or BPR epochs. The paper trains for 20 epochs
-        (``iterations=20``); on the Higgs log, MiCRO's recall@100 after 10, 15 and 20 ALS
-        epochs is the same within seed noise, at half the cost of 20 (measured in
-        ``docs/scale_embedding_clustering.md``). See Notes for the cost of one.
+        (``iterations=20``); ``docs/scale_embedding_clustering.md`` compares MiCRO's
+        recall after 10, 15 and 20. See Notes for the cost of one.
     alpha : float, default=1.0
         ALS only: a (user, item) pair engaged ``c`` times weighs ``alpha * c`` in the loss,
         every other pair 1 (`implicit`'s convention).
@@ -244,7 +230,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
                 "n_jobs must be a positive number of threads, -1 for all processors, or "
                 "None; got 0."
             )
-        threads = effective_n_jobs(self.n_jobs)
+        threads = resolve_n_jobs(self.n_jobs)
         log = check_log(X)
         self.user_ids_ = Vocabulary.from_ids(log.user)
         self.item_ids_ = Vocabulary.from_ids(log.item)

@@ -23,6 +23,8 @@ import pickle
 import zipfile
 from pathlib import Path
 
+from ._version import __version__
+
 __all__ = ["TRUSTED_TYPES", "IncompatibleVersionError", "dump", "load"]
 
 #: This package's types that a fitted model (or a Pipeline of them) holds: what `load`
@@ -72,8 +74,6 @@ class IncompatibleVersionError(ValueError):
 
 
 def _package_version() -> str:
-    from . import __version__
-
     return __version__
 
 
@@ -98,7 +98,7 @@ def unversioned_state(state: dict, name: str) -> dict:
     saved = state.pop(_VERSION_KEY, None)
     current = _package_version()
     if saved is None or _minor(str(saved)) != _minor(current):
-        by = ("a version of sklearn-micro that recorded none (older than 0.1.0)"
+        by = ("a version of sklearn-micro that recorded none"
               if saved is None else f"sklearn-micro {saved}")
         raise IncompatibleVersionError(
             f"This {name} was saved by {by}; this is sklearn-micro {current}, which loads "

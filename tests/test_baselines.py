@@ -318,7 +318,7 @@ def test_exact_top_m_equals_brute_force_with_near_ties(seed, n_q, n_c, m, item_b
             for _ in range(n_q)]
     check_exact_top_m(queries, vectors, candidates, tie_key, seen, m,
                       _ITEM_BLOCK=item_block, _BLOCK_SCORES=2 * item_block,
-                      _BUFFERED=buffered, _CUT_SAMPLE=sample)
+                      _BUFFERED=buffered, CUT_SAMPLE=sample)
 
 
 def test_exact_top_m_with_an_unlucky_sample_takes_the_candidates_below_the_guess():
@@ -334,7 +334,7 @@ def test_exact_top_m_with_an_unlucky_sample_takes_the_candidates_below_the_guess
     tie_key = rng.permutation(n_c).astype(np.int64)
     seen = [np.zeros(0, np.int64)] * n_q
     check_exact_top_m(queries, vectors, candidates, tie_key, seen, m,
-                      _ITEM_BLOCK=n_c, _BLOCK_SCORES=n_c, _CUT_SAMPLE=sample)
+                      _ITEM_BLOCK=n_c, _BLOCK_SCORES=n_c, CUT_SAMPLE=sample)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -348,7 +348,7 @@ def test_exact_top_m_keeps_a_score_that_overflows_float32(sample):
     queries = np.ones((1, 4), np.float32)
     candidates = np.arange(20, dtype=np.int64)
     check_exact_top_m(queries, vectors, candidates, candidates.copy(),
-                      [np.zeros(0, np.int64)], 3, _CUT_SAMPLE=sample)
+                      [np.zeros(0, np.int64)], 3, CUT_SAMPLE=sample)
 
 
 def check_exact_top_m(queries, vectors, candidates, tie_key, seen, m, **settings):
@@ -484,14 +484,6 @@ def test_ann_passes_epsilon_to_the_index(monkeypatch):
         assert index[epsilon].epsilons == {epsilon}
     with pytest.raises(ValueError, match="epsilon"):
         ANNRecommender(epsilon=-0.1).fit(X)
-    # a recommender pickled before the parameter existed searches as it did
-    old = ANNRecommender(method="nndescent", n_neighbors=5).fit(X)
-    del old.epsilon
-    restored = pickle.loads(pickle.dumps(old))
-    assert restored.epsilon == 0.1
-    assert_array_equal(restored.recommend(np.arange(30), 5)[0],
-                       ANNRecommender(method="nndescent", n_neighbors=5).fit(X).recommend(
-                           np.arange(30), 5)[0])
 
 
 def test_ann_method_auto_searches_small_sets_exactly():

@@ -235,14 +235,14 @@ def test_blocked_solver_is_the_default_and_validated(log_and_groups):
 
 
 def test_engagement_matrix_is_built_in_int32_blocks(monkeypatch):
-    from sklearn_micro import embedding
+    from sklearn_micro import _log
 
     rng = np.random.default_rng(0)
     log = check_log(np.c_[rng.integers(50, size=1000) * 3, rng.integers(40, size=1000),
                           rng.integers(3, size=1000)])
     users, items = Vocabulary.from_ids(log.user), Vocabulary.from_ids(log.item[:900])
     whole = engagement_matrix(log, users, items, weight=0.5)
-    monkeypatch.setattr(embedding, "_LOOKUP_ROWS", 7)
+    monkeypatch.setattr(_log, "LOOKUP_ROWS", 7)
     blocks = engagement_matrix(log, users, items, weight=0.5)
     assert whole.indices.dtype == np.int32 and whole.indptr.dtype == np.int32
     assert whole.has_canonical_format and whole.dtype == np.float32

@@ -17,15 +17,15 @@ from numpy.testing import assert_array_equal
 from recommender_checks import make_log, state_differences
 
 import sklearn_micro.baselines as baselines
-import sklearn_micro.micro as micro
 from sklearn_micro import MiCRO
+from sklearn_micro._kernels import sampler
 
 # -- injection points ------------------------------------------------------------------------
 # MiCRO: a method called once per chunk, before the chunk is sampled.
 MICRO_CHUNK_STEP = (MiCRO, "_sample_chunk")
 # MiCRO: the compiled Gibbs sweep, called once per sweep (and partition); it changes the
 # counts in place.
-MICRO_KERNEL = (micro.sampler, "sweep_partition")
+MICRO_KERNEL = (sampler, "sweep_partition")
 # MiCRO: a method called in the commit of each chunk, after the supports have been replaced.
 MICRO_COMMIT = (MiCRO, "_set_chunk")
 # Baselines: the hook that takes one new chunk, once per chunk.

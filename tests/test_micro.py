@@ -233,7 +233,7 @@ def test_the_chunks_ranking_layout_is_remade_per_chunk_and_not_saved(params):
 
 
 @pytest.mark.parametrize("params", [{}, {"personal": 0, "phi_decay": 0}])
-def test_phi_min_count_set_after_fit_takes_effect_and_old_pickles_score_every_count(params):
+def test_phi_min_count_set_after_fit_takes_effect(params):
     users = [0, 1, 2, 3]
     model = fitted(**params).partial_fit(CHUNK)
     exact = model.recommend(users, 4)
@@ -245,14 +245,6 @@ def test_phi_min_count_set_after_fit_takes_effect_and_old_pickles_score_every_co
     assert not np.array_equal(scores, exact[1])
     model.set_params(phi_min_count=0)
     for a, b in zip(exact, model.recommend(users, 4), strict=True):
-        np.testing.assert_array_equal(a, b)
-    # a model pickled before the parameter existed scores every count
-    state = model.__getstate__()
-    del state["phi_min_count"]
-    old = MiCRO.__new__(MiCRO)
-    old.__setstate__(state)
-    assert old.phi_min_count == 0
-    for a, b in zip(exact, old.recommend(users, 4), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -543,10 +535,10 @@ def test_chunk_log_likelihood_equals_the_lgamma_formula(users, entries, interest
 @given(st.integers(0, 8), st.integers(0, 4), st.integers(0, 20), st.booleans(),
        st.integers(0, 2**32 - 1))
 def test_grown_supports_add_counts_and_append_rows(n_old, n_more, n_new, known, seed):
-    # partial_fit's commit (`_grown_supports`): new users' entries after the old rows in
+    # partial_fit's commit (`grown_supports`): new users' entries after the old rows in
     # one copy, a known user without a support through the general path; both give each
     # row its old entries (counts added) then its new ones in their order
-    from sklearn_micro.micro import _grown_supports
+    from sklearn_micro._micro_state import grown_supports
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 4, n_old)
@@ -565,7 +557,7 @@ def test_grown_supports_add_counts_and_append_rows(n_old, n_more, n_new, known, 
     rows = rng.choice(choices, n_new) if choices.shape[0] else np.empty(0, np.int64)
     new_interest = rng.integers(0, 50, rows.shape[0])
     new_count = rng.integers(1, 9, rows.shape[0])
-    got_ptr, got_interest, got_count = _grown_supports(
+    got_ptr, got_interest, got_count = grown_supports(
         indptr, interest, count, n_users, position, add, rows, new_interest, new_count)
     np.testing.assert_array_equal(interest, before[0])  # the given arrays are left as
     np.testing.assert_array_equal(count, before[1])     # they were
@@ -615,7 +607,7 @@ def test_recommend_with_paper_equals_the_two_models_recommend(phi_min_count):
     the lists and scores are those of the two `recommend` calls, bit for bit."""
     import scipy.sparse as sp
 
-    from sklearn_micro._kernels.topm import CUT_SAMPLE, SELECT_RATIO
+    from sklearn_micro._kernels.selection import CUT_SAMPLE, SELECT_RATIO
     from sklearn_micro.datasets import make_engagements
 
     # two interests, so that users of both have the thousands of candidates that take the
@@ -682,17 +674,3 @@ def test_paper_model_goes_on_alone_and_leaves_the_model_as_it_was():
     alone = MiCRO(personal=0.3, phi_decay=0.5, **params).fit(
         train, item_interest=interests).partial_fit(chunk4).partial_fit(chunk5)
     assert state(ours.partial_fit(chunk5)) == state(alone)
-
-
-def test_paper_model_of_a_model_saved_without_the_chunks_own_counts():
-    model = fitted(phi_decay=0.5).partial_fit(CHUNK)
-    old = pickle.loads(pickle.dumps(model))
-    del old.__dict__["chunk_alone_"]
-    with pytest.raises(ValueError, match="chunk_alone_.*fit it again"):
-        old.paper_model()
-    # the paper's own settings need no more than the latest chunk
-    plain = fitted(phi_decay=0).partial_fit(CHUNK)
-    del plain.__dict__["chunk_alone_"]
-    paper = plain.paper_model()
-    assert paper.personal_weight_ == 0
-    np.testing.assert_array_equal(paper.phi_count_, plain.phi_count_)

@@ -10,6 +10,7 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.pipeline import Pipeline
 
+import sklearn_micro._rolling_report as _rolling_report
 import sklearn_micro.model_selection as model_selection
 from sklearn_micro._log import check_log
 from sklearn_micro.baselines import (
@@ -325,7 +326,7 @@ def test_intervals_and_compare_errors():
 
 
 def test_rolling_evaluate_without_pandas(monkeypatch):
-    monkeypatch.setattr(model_selection, "_pandas", lambda: None)
+    monkeypatch.setattr(_rolling_report, "_pandas", lambda: None)
     report = rolling_evaluate(PopularityRecommender().fit(TRAIN), TEST.to_numpy(),
                               m_values=2)
     assert isinstance(report.points, dict)

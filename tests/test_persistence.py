@@ -95,11 +95,11 @@ def test_untrusted_types_are_refused_by_name(tmp_path):
     _assert_same_answers(_answers(restored), _answers(model))
 
 
-@pytest.mark.parametrize("saved", ["0.2.0", "1.1.0", "0.0.9"])
+@pytest.mark.parametrize("saved", ["0.1.0", "1.1.0", "0.0.9"])
 @pytest.mark.parametrize("suffix", [".skops", ".pkl"])
 def test_another_minor_version_is_refused_clearly(tmp_path, monkeypatch, saved, suffix):
     model = PopularityRecommender().fit(X_TRAIN)
-    monkeypatch.setattr(sklearn_micro, "__version__", saved)
+    monkeypatch.setattr(sklearn_micro.persistence, "__version__", saved)
     path = dump(model, tmp_path / f"model{suffix}")
     monkeypatch.undo()
     current = sklearn_micro.__version__
@@ -117,7 +117,7 @@ def test_same_minor_version_loads_and_the_version_is_stored(tmp_path, monkeypatc
     state = model.__getstate__()
     assert state["_sklearn_micro_version"] == sklearn_micro.__version__
     major, minor, *_ = sklearn_micro.__version__.split(".")
-    monkeypatch.setattr(sklearn_micro, "__version__", f"{major}.{minor}.99")
+    monkeypatch.setattr(sklearn_micro.persistence, "__version__", f"{major}.{minor}.99")
     path = dump(_micro(), tmp_path / "model.skops")
     monkeypatch.undo()
     restored = load(path)

@@ -27,10 +27,9 @@ from sklearn.pipeline import Pipeline
 from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
 
-from sklearn_micro import MiCRO, SphericalKMeans
-from sklearn_micro import micro as micro_module
+from sklearn_micro import MiCRO, SphericalKMeans, _held_out, _micro_state
+from sklearn_micro._kernels.selection import CUT_SAMPLE
 from sklearn_micro._kernels.topm import (
-    CUT_SAMPLE,
     RANGE_ITEMS,
     RANGE_ROWS,
     group_by_interest,
@@ -186,10 +185,10 @@ def test_the_papers_model_is_one_setting_away_and_learned_zero():
        st.integers(-1, 3), st.integers(0, 2**32 - 1))
 def test_merging_a_chunk_into_the_recent_items_equals_sorting_them_all(
         n_users, n_items, n_old, n_new, oldest, seed):
-    # partial_fit merges a chunk's entries into the kept ones (`_merge_recent`) instead of
-    # sorting them all again (`_recent_items`): the same arrays, bit for bit
+    # partial_fit merges a chunk's entries into the kept ones (`merge_recent`) instead of
+    # sorting them all again (`recent_items`): the same arrays, bit for bit
     rng = np.random.default_rng(seed)
-    old = micro_module._recent_items(
+    old = _micro_state.recent_items(
         rng.integers(0, n_users, n_old), rng.integers(0, n_items, n_old),
         rng.integers(0, 5, n_old), rng.random(n_old).astype(np.float32), n_users)
     user = np.repeat(np.arange(n_users), np.diff(old[0]))
@@ -198,11 +197,11 @@ def test_merging_a_chunk_into_the_recent_items_equals_sorting_them_all(
     new_user = rng.integers(0, n_users + 2, n_new)  # users first seen in the chunk too
     new_item = rng.integers(0, n_items + 3, n_new)
     ones = np.ones(n_new, np.float32)
-    want = micro_module._recent_items(
+    want = _micro_state.recent_items(
         *(np.concatenate([a, b]) for a, b in
           zip(kept, (new_user, new_item, np.full(n_new, 5), ones), strict=True)),
         n_users + 2)
-    got = micro_module._merge_recent(*kept, micro_module._recent_items(
+    got = _micro_state.merge_recent(*kept, _micro_state.recent_items(
         new_user, new_item, np.full(n_new, 5), ones, n_users + 2))
     for a, b in zip(want, got, strict=True):
         assert a.dtype == b.dtype
@@ -339,11 +338,11 @@ def test_auto_scores_equal_the_prototypes(seed, m, shuffle):
                            n_engagements=6000, random_state=seed)
     if shuffle:  # rows in any order
         log = log.take(np.random.default_rng(seed).permutation(len(log)))
-    grid = micro_module.PHI_DECAY_GRID
+    grid = _held_out.PHI_DECAY_GRID
     _, expected = proto.select_phi_decay(log, grid, m=m)
     item = np.unique(log.item, return_inverse=True)[1].ravel()
     user = np.unique(log.user, return_inverse=True)[1].ravel()
-    found = micro_module._phi_decay_recalls(user, item, np.asarray(log.chunk),
+    found = _held_out.phi_decay_recalls(user, item, np.asarray(log.chunk),
                                             int(item.max()) + 1, grid, m=m)
     np.testing.assert_allclose(found, [expected[d] for d in grid], rtol=1e-12)
 
@@ -354,7 +353,7 @@ def test_top_m_mask_is_the_stable_argsorts_top_m(counts, m):
     top = np.argsort(-score, kind="stable")[:m]
     expected = np.zeros(score.shape[0], bool)
     expected[top[score[top] > 0]] = True
-    np.testing.assert_array_equal(micro_module._top_m_mask(score, m), expected)
+    np.testing.assert_array_equal(_held_out.top_m_mask(score, m), expected)
 
 
 def test_fit_says_what_it_chose_when_verbose(capsys):
@@ -374,7 +373,7 @@ def test_fit_says_what_it_chose_when_verbose(capsys):
                 max_size=40))
 def test_stable_order_is_the_lexsort(rows):
     columns = list(np.asarray(rows, np.int64).reshape(-1, 3).T)
-    np.testing.assert_array_equal(micro_module._stable_order(*columns),
+    np.testing.assert_array_equal(_micro_state.stable_order(*columns),
                                   np.lexsort(columns[::-1]))
 
 
@@ -383,16 +382,16 @@ def _selection(model, log):
     u = model.user_ids_.lookup(log.user)
     i = model.item_ids_.lookup(log.item)
     z = model.item_interest_[i]
-    indptr, k, count = micro_module._counts_csr(u, z, len(model.user_ids_), model.n_interests_)
-    training = micro_module._TrainingLog(u, i, np.asarray(log.chunk), z, indptr, k, count,
+    indptr, k, count = _micro_state.counts_csr(u, z, len(model.user_ids_), model.n_interests_)
+    training = _held_out.TrainingLog(u, i, np.asarray(log.chunk), z, indptr, k, count,
                                          len(model.item_ids_), model.n_interests_)
-    return micro_module._select_personal_weight(
+    return _held_out.select_personal_weight(
         training, alpha=model.alpha, beta=model.beta, phi_decay=model.phi_decay_,
         window=model.personal_window, decay=model.personal_decay,
         min_count=model.phi_min_count, max_users=10**9)
 
 
-def _brute_force_selection(log, interests, model, grid=micro_module.PERSONAL_GRID):
+def _brute_force_selection(log, interests, model, grid=_held_out.PERSONAL_GRID):
     """Each of the last 4 chunks held out: MiCRO fitted on the chunks before it with each
     weight (the paper's model for 0), its recommend scored on the users with a recent item,
     the weight chosen by the documented rule."""
@@ -418,7 +417,7 @@ def _brute_force_selection(log, interests, model, grid=micro_module.PERSONAL_GRI
         n_points += users.shape[0]
     scores = {float(lam): tuple(sums[g] / n_points) for g, lam in enumerate(grid)}
     allowed = [lam for lam in scores
-               if scores[lam][0] >= micro_module.RECALL_KEPT * scores[0.0][0]]
+               if scores[lam][0] >= _held_out.RECALL_KEPT * scores[0.0][0]]
     best = max(allowed, key=lambda lam: (scores[lam][1], -lam))
     return best, scores
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sklearn_micro._dask import resolve_n_jobs
 from sklearn_micro._kernels import threading_layer
+from sklearn_micro._parallel import resolve_n_jobs
 from sklearn_micro.datasets import make_engagements
 from sklearn_micro.experiment import Stages, load_checkpoint
 
@@ -513,9 +513,9 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
     shared = experiment._SharedSampler(model, m_values=(10,))
     before = dict(model.__dict__)
     rng_state = model.random_state_.get_state()
-    sampled, scored, calls, waited = threading.Event(), threading.Event(), [], []
+    sampled, scored, waited = threading.Event(), threading.Event(), []
     partial_fit = MiCRO.partial_fit
-    chunk_points = experiment._chunk_points
+    chunk_points = experiment._paired_chunk_points
 
     def failing_fit(self, X, y=None):
         if fails == "partial_fit":
@@ -535,15 +535,13 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
             sampled.wait(60)  # fail once the model has moved on
             raise RuntimeError("scoring failed")
         points = chunk_points(*args)
-        calls.append(1)
-        if len(calls) == 2:  # both rows (the paper's first)
-            scored.set()
+        scored.set()  # both rows
         return points
 
     error = KeyboardInterrupt if fails == "interrupt" else RuntimeError
     with monkeypatch.context() as patch:
         patch.setattr(MiCRO, "partial_fit", failing_fit)
-        patch.setattr(experiment, "_chunk_points", failing_points)
+        patch.setattr(experiment, "_paired_chunk_points", failing_points)
         with pytest.raises(error, match=None if fails == "interrupt" else f"{fails} failed"):
             shared.step(chunk)
     assert waited == ([True] if fails == "interrupt" else []), "the rows were not scored"

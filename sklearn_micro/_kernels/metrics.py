@@ -3,7 +3,7 @@
 import numpy as np
 from numba import njit
 
-from .topm import lower_bound
+from .selection import lower_bound
 
 
 @njit(cache=True)

@@ -9,7 +9,7 @@ seen by the user (``seen_items[seen_indptr[r]:seen_indptr[r + 1]]``, sorted) are
 import numpy as np
 from numba import njit
 
-from .topm import _is_seen, _sampled_cut, _select, _worse
+from .selection import is_seen, sampled_cut, select, worse
 
 
 @njit(cache=True, nogil=True)
@@ -70,7 +70,7 @@ def top_m_sparse(indptr, items, scores, tie_key, seen_indptr, seen_items,
             s = scores[j]
             if it < 0 or s != s:
                 continue
-            if hi > lo and _is_seen(seen_items, lo, hi, it):
+            if hi > lo and is_seen(seen_items, lo, hi, it):
                 continue
             n = _push(out_items, out_scores, r, n, it, s, tie_key)
         out_n[r] = n
@@ -109,7 +109,7 @@ def _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch):
     n = buf_n[r]
     if n >= m:
         scratch[:n] = buf_score[r, :n]
-        c = _select(scratch, n, n - m) - margin
+        c = select(scratch, n, n - m) - margin
         if c > cut[r]:
             cut[r] = c
     c = cut[r]
@@ -153,7 +153,7 @@ def _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score,
         item = items[t]
         p = -tie_key[item]
         pos = t
-        while pos > 0 and _worse(hs[pos - 1], hp[pos - 1], hi[pos - 1], s, p, item):
+        while pos > 0 and worse(hs[pos - 1], hp[pos - 1], hi[pos - 1], s, p, item):
             hs[pos] = hs[pos - 1]
             hp[pos] = hp[pos - 1]
             hi[pos] = hi[pos - 1]
@@ -185,7 +185,7 @@ def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_se
         if not s >= c or s >= high:
             continue
         j = first + jj
-        if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, candidates[j]):
+        if hi_seen > lo and is_seen(seen_items, lo, hi_seen, candidates[j]):
             continue
         if buf_n[r] == cap:
             _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
@@ -215,7 +215,7 @@ def prefilter_block(block_scores, first, queries, vectors, candidates, margin, t
     in ``buf`` (positions and approximate scores), raising it when the buffer fills.
 
     A row's first block is first read at about ``sample`` even strides for a guess of the
-    score about twice the m (and the user's seen items) reach (`_sampled_cut`): only the
+    score about twice the m (and the user's seen items) reach (`sampled_cut`): only the
     candidates above the guess less ``margin`` are buffered, and the others are taken in a
     second pass unless the cut rises to that bound, so the guess saves work without
     changing the answer. `prefilter_finish` scores what is left once every block is taken.
@@ -232,7 +232,7 @@ def prefilter_block(block_scores, first, queries, vectors, candidates, margin, t
         row = block_scores[r]
         start = -np.inf
         if cut[r] == -np.inf and buf_n[r] == 0 and out_n[r] == 0:
-            guess = _sampled_cut(row, row.shape[0], m, m + hi_seen - lo, sample, scratch)
+            guess = sampled_cut(row, row.shape[0], m, m + hi_seen - lo, sample, scratch)
             start = guess - margin
         _collect(r, row, first, start, np.nan, candidates, margin, seen_items, lo, hi_seen,
                  cut, queries, vectors, tie_key, buf, buf_score, buf_n, out_items,

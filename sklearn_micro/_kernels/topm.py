@@ -1,227 +1,31 @@
-"""Top-m selection and filling of the remaining slots, shared by every recommender."""
+"""MiCRO's top-m rankers: the users' mixtures over the latest chunk's ``phi``, with or
+without the personal component, built on the primitives of `selection`."""
 
 import numpy as np
 from numba import njit, prange
 
 from .csr import keep_entries
+from .selection import (
+    CUT_SAMPLE,
+    SELECT_RATIO,
+    ZERO,
+    drain,
+    is_seen,
+    keep_best,
+    lower_bound,
+    offer,
+    sampled_cut,
+    worse,
+)
 
-# A counter or bound that starts at 0 and is passed to another kernel starts at ZERO: a
-# literal 0 would make numba compile that kernel (and its callees) once more for the
-# constant, on top of the int64 version every other call needs.
-ZERO = np.int64(0)
-
-
-@njit(cache=True)
-def lower_bound(values, lo, hi, value):
-    """The first position in the sorted ``values[lo:hi]`` whose value is not below
-    ``value`` (``hi`` if none)."""
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if values[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True)
-def _is_seen(seen_items, lo, hi, item):
-    pos = lower_bound(seen_items, lo, hi, item)
-    return pos < hi and seen_items[pos] == item
-
-
-@njit(cache=True)
-def fill_remainder(items, scores, n_filled, pop_order, pop_score, fill_base,
-                   seen_indptr, seen_items):
-    """Fill each row's slots after ``n_filled[r]`` with items in ``pop_order``.
-
-    An item already in the row, or seen by the user (``seen_items[seen_indptr[r]:
-    seen_indptr[r+1]]``, sorted), is skipped. The score of a filled item is
-    ``fill_base[r] + pop_score[j]`` for the j-th item of ``pop_order``. Slots left over when
-    ``pop_order`` runs out keep -1 and -inf. Memory is O(m), whatever the number of items.
-    """
-    n, m = items.shape
-    for r in range(n):
-        f = n_filled[r]
-        if f == m:
-            continue
-        kept = np.sort(items[r, :f])
-        lo = seen_indptr[r]
-        hi = seen_indptr[r + 1]
-        j = 0
-        while f < m and j < pop_order.shape[0]:
-            it = pop_order[j]
-            if not (f > 0 and _is_seen(kept, ZERO, kept.shape[0], it)) and \
-                    not (hi > lo and _is_seen(seen_items, lo, hi, it)):
-                items[r, f] = it
-                scores[r, f] = fill_base[r] + pop_score[j]
-                f += 1
-            j += 1
-        for j in range(f, m):
-            items[r, j] = -1
-            scores[r, j] = -np.inf
-
-
-@njit(cache=True)
-def _worse(s_a, p_a, i_a, s_b, p_b, i_b):
-    # ranking order: higher score, then higher popularity, then lower index
-    if s_a != s_b:
-        return s_a < s_b
-    if p_a != p_b:
-        return p_a < p_b
-    return i_a > i_b
-
-
-@njit(cache=True)
-def _sift_down(hs, hp, hi, start, size):
-    # min-heap on the ranking order: the root is the worst kept item
-    pos = start
-    while True:
-        child = 2 * pos + 1
-        if child >= size:
-            break
-        if child + 1 < size and _worse(hs[child + 1], hp[child + 1], hi[child + 1],
-                                       hs[child], hp[child], hi[child]):
-            child += 1
-        if _worse(hs[child], hp[child], hi[child], hs[pos], hp[pos], hi[pos]):
-            hs[pos], hs[child] = hs[child], hs[pos]
-            hp[pos], hp[child] = hp[child], hp[pos]
-            hi[pos], hi[child] = hi[child], hi[pos]
-            pos = child
-        else:
-            break
-
-
-@njit(cache=True)
-def _sift_up(hs, hp, hi, pos):
-    while pos > 0:
-        parent = (pos - 1) // 2
-        if _worse(hs[pos], hp[pos], hi[pos], hs[parent], hp[parent], hi[parent]):
-            hs[pos], hs[parent] = hs[parent], hs[pos]
-            hp[pos], hp[parent] = hp[parent], hp[pos]
-            hi[pos], hi[parent] = hi[parent], hi[pos]
-            pos = parent
-        else:
-            break
-
-
-@njit(cache=True)
-def _drain(hs, hp, hi, size, out_items, out_scores, offset):
-    """Empty a heap of ``size`` entries (worst on top) into ``out_items[:size]`` and
-    ``out_scores[:size]``, best first, each score plus ``offset``."""
-    for j in range(size - 1, -1, -1):
-        out_items[j] = hi[0]
-        out_scores[j] = offset + hs[0]
-        hs[0] = hs[j]
-        hp[0] = hp[j]
-        hi[0] = hi[j]
-        _sift_down(hs, hp, hi, ZERO, j)
-
-
-@njit(cache=True)
-def _offer(hs, hp, hi, size, m, s, pop, item):
-    """Offer an item to the heap of the ``size`` best kept; returns the new size and whether
-    it was kept."""
-    if size < m:
-        hs[size] = s
-        hp[size] = pop
-        hi[size] = item
-        _sift_up(hs, hp, hi, size)
-        return size + 1, True
-    if _worse(hs[0], hp[0], hi[0], s, pop, item):
-        hs[0] = s
-        hp[0] = pop
-        hi[0] = item
-        _sift_down(hs, hp, hi, ZERO, size)
-        return size, True
-    return size, False
-
-
-@njit(cache=True)
-def _select(a, n, k):
-    """Rearrange ``a[:n]`` so that ``a[k]`` is its k-th smallest value (from 0), and return
-    it (quickselect with a median of three; equal values split evenly)."""
-    lo = ZERO
-    hi = n - 1
-    while hi > lo:
-        mid = (lo + hi) // 2
-        if a[mid] < a[lo]:
-            a[mid], a[lo] = a[lo], a[mid]
-        if a[hi] < a[lo]:
-            a[hi], a[lo] = a[lo], a[hi]
-        if a[hi] < a[mid]:
-            a[hi], a[mid] = a[mid], a[hi]
-        pivot = a[mid]
-        i = lo
-        j = hi
-        while i <= j:
-            while a[i] < pivot:
-                i += 1
-            while a[j] > pivot:
-                j -= 1
-            if i <= j:
-                a[i], a[j] = a[j], a[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            break
-    return a[k]
-
-
-# Candidates per slot up to which a row finds its m-th best score by selection
-# (`_keep_best`): above it, offered one by one to a heap of m, most fail against its root.
-SELECT_RATIO = 16
-# Candidate scores a row of at least twice as many candidates samples to find its cut
-# (`_sampled_cut`): a score that about twice the m it needs reach, so that the candidates
-# below it are passed over with one comparison and only a few hundred are offered to the
-# heap (`_offer_touched`). 0 offers every candidate to the heap (benchmarks/recommend.py
-# and benchmarks/ranking_work.py measure the ways).
-CUT_SAMPLE = 512
 # Items of the latest chunk that a range of a row's scratch of scores covers in
 # `personal_topm`: 32,768 float64 scores, 256 KB, stay in a core's L2 cache while a block
 # of `RANGE_ROWS` rows is scattered into them (the block's candidate lists, about 12 bytes
 # an entry, are read back by the selections). A chunk of more items is scattered range by
 # range, each block of rows in turn; a chunk of fewer, one row at a time (the scratch
-# itself stays in the cache). docs/scale_history.md, "Large chunks scattered range by range".
+# itself stays in the cache).
 RANGE_ITEMS = 1 << 15
 RANGE_ROWS = 8
-
-
-@njit(cache=True)
-def _keep_best(hs, hp, hi, n, m, scratch):
-    """Turn the ``n`` candidates in ``hs, hp, hi`` into a heap of their best ``min(n, m)``
-    (worst on top); returns its size.
-
-    The m-th best score is found by selection (time linear in ``n``, ``scratch`` holds
-    ``n`` scores) and the heap is built from the candidates not below it alone.
-    """
-    if m <= 0:
-        return 0
-    cut = -np.inf
-    if n > m:
-        scratch[:n] = hs[:n]
-        cut = _select(scratch, n, n - m)
-    size = ZERO
-    for t in range(n):
-        if hs[t] >= cut:
-            hs[size] = hs[t]
-            hp[size] = hp[t]
-            hi[size] = hi[t]
-            size += 1
-    for j in range(size // 2 - 1, -1, -1):
-        _sift_down(hs, hp, hi, j, size)
-    while size > m:
-        # more than m at the cut's score: the worst of the ties leave
-        size -= 1
-        hs[0] = hs[size]
-        hp[0] = hp[size]
-        hi[0] = hi[size]
-        _sift_down(hs, hp, hi, ZERO, size)
-    return size
 
 
 @njit(cache=True)
@@ -283,26 +87,6 @@ def _scale_scores(touched, nt, keep, base, share, item_share, sc):
 
 
 @njit(cache=True)
-def _sampled_cut(sc, nt, m, need, sample, scratch):
-    """A score that about ``2 * need`` of the row's ``nt`` candidate scores ``sc`` reach,
-    read from a strided sample of about ``sample`` of them; -inf when ``nt`` is below twice
-    ``sample``, when m is too small for the cut to pay, or when ``sample`` is 0."""
-    if sample <= 0 or m <= 0 or nt < 2 * sample or m * (np.log(nt / m) - 1.0) < sample / 4:
-        # a heap fed one by one takes about m * (1 + log(nt / m)) offers; with a small m
-        # the offers the cut saves do not pay for reading the sample
-        return -np.inf
-    step = nt // sample
-    ns = ZERO
-    for t in range(0, nt, step):
-        scratch[ns] = sc[t]
-        ns += 1
-    j = (2 * need * ns) // nt + 1 + ns // 128
-    if j >= ns:
-        return -np.inf
-    return _select(scratch, ns, ns - j)
-
-
-@njit(cache=True)
 def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo, hi_seen, m,
                    need, sample, hs, hp, hi, size, scratch):
     """Offer the row's touched candidates ``touched[t]``, each with its score ``sc[t]``
@@ -311,9 +95,9 @@ def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
 
     Items marked 2 in ``mark`` (when it is not empty) and seen items are left out. Up to
     `SELECT_RATIO` candidates a slot join the heap's own and the best m of them all are
-    found by selection (`_keep_best`). More are offered one by one: a candidate below the
+    found by selection (`keep_best`). More are offered one by one: a candidate below the
     heap's root once it holds m is passed over after one comparison, and, with at least
-    twice ``sample`` candidates, so is a candidate below a cut (`_sampled_cut`; ``need``:
+    twice ``sample`` candidates, so is a candidate below a cut (`sampled_cut`; ``need``:
     m and the candidates that may be left out) that about ``2 * need`` candidates reach:
     with the candidates in any order, many of them would otherwise enter a heap that is
     not yet full or whose root is still low, and sift. Unless the heap then holds m
@@ -324,21 +108,21 @@ def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
     """
     marked = mark.shape[0] > 0
     if sample > 0 and nt <= SELECT_RATIO * m:
-        # few candidates a slot: the m-th best score is found by selection (`_keep_best`)
+        # few candidates a slot: the m-th best score is found by selection (`keep_best`)
         n = size
         for t in range(nt):
             li = touched[t]
             if marked and mark[li] == 2:
                 continue
             item = chunk_items[li]
-            if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+            if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
                 continue
             hs[n] = sc[t]
             hp[n] = item_pop[li]
             hi[n] = item
             n += 1
-        return _keep_best(hs, hp, hi, n, m, scratch)
-    cut = _sampled_cut(sc, nt, m, need, sample, scratch)
+        return keep_best(hs, hp, hi, n, m, scratch)
+    cut = sampled_cut(sc, nt, m, need, sample, scratch)
     for below in (False, True):
         if below and (cut == -np.inf or (size == m and hs[0] >= cut)):
             break
@@ -352,9 +136,9 @@ def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
             if marked and mark[li] == 2:
                 continue
             item = chunk_items[li]
-            if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+            if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
                 continue
-            size, _ = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+            size, _ = offer(hs, hp, hi, size, m, s, item_pop[li], item)
     return size
 
 
@@ -434,7 +218,7 @@ def _mixture_select(r, touched, sc, nt, q_base, item_pop, chunk_items, seen_indp
     hi_seen = seen_indptr[r + 1]
     size = _offer_touched(touched, sc, nt, no_mark, item_pop, chunk_items, seen_items, lo,
                           hi_seen, m, m + hi_seen - lo, sample, hs, hp, hi, ZERO, scratch)
-    _drain(hs, hp, hi, size, out_items, out_scores, q_base[r])
+    drain(hs, hp, hi, size, out_items, out_scores, q_base[r])
     return size
 
 
@@ -583,7 +367,7 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_acc,
     the interests' score (the sum it scatters): ``sc[t]`` holds it for the
     ``nt`` items ``touched[t]`` offered, and becomes their ``s``; ``recent_acc`` holds it
     for the recent items. The heap and ``scratch`` hold the row's recent items (their best
-    m by `_keep_best`), then the ``nt`` items are offered (`_offer_touched`, whose
+    m by `keep_best`), then the ``nt`` items are offered (`_offer_touched`, whose
     ``sample`` it is), then the chunk's other items: neither a recent item (``mark`` 2)
     nor one of the ``n_candidates`` items of ``candidates``, all the items with an
     interests' score (``touched`` or more). These differ by ``item_share`` alone, so they
@@ -606,13 +390,13 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_acc,
             item = r_item[p]
             s = lam * r_w[p]
             pop = 0.0
-        if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+        if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
             continue
         hs[size] = s
         hp[size] = pop
         hi[size] = item
         size += 1
-    size = _keep_best(hs, hp, hi, size, m, scratch)
+    size = keep_best(hs, hp, hi, size, m, scratch)
     n_recent = r_ptr[r + 1] - r_ptr[r]
     _scale_scores(touched, nt, keep, base, share_weight, item_share, sc)
     size = _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
@@ -632,9 +416,9 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_acc,
         if mark[li] != 0:
             continue
         item = chunk_items[li]
-        if hi_seen > lo and _is_seen(seen_items, lo, hi_seen, item):
+        if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
             continue
-        size, kept = _offer(hs, hp, hi, size, m, s, item_pop[li], item)
+        size, kept = offer(hs, hp, hi, size, m, s, item_pop[li], item)
         if not kept:
             break
     _mark_unmarked(candidates, n_candidates, mark, np.uint8(3), np.uint8(0))
@@ -687,8 +471,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     `mixture_topm`'s on the same arrays (``q_base[r] + sum_k q_w[k] * phi_cnt[k, li]`` over
     the interests' items alone, no recent items, no ``item_share``), which is the paper's
     model's when it shares this ``phi`` (`MiCRO.paper_model` with ``phi_decay_`` 0). The
-    scatter, a row's main cost on a large chunk, is then paid once for both (1.6 times the
-    two kernels' speed on a full-scale test chunk, docs/scale_history.md).
+    scatter, a row's main cost on a large chunk, is then paid once for both.
 
     A chunk of more than ``range_items`` items is scattered range by range of items, a
     block of ``range_rows`` rows at a time (`_block_candidates`); each interest's entries
@@ -759,7 +542,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                                         pop_order, seen_indptr, seen_items, hs, hp, hi, sc,
                                         scratch, m, sample)
                 _mark_recent(r, r_ptr, recent_local[i], mark, np.uint8(0))
-                _drain(hs, hp, hi, size, items[r], scores[r], 0.0)
+                drain(hs, hp, hi, size, items[r], scores[r], 0.0)
     return items, scores, paper_items, paper_scores, paper_filled
 
 
@@ -827,7 +610,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                 x = q_base[r] + q_share[r] * item_share[li] + cand_score[t]
                 if size == m and x < hs[0]:
                     continue
-                size, _ = _offer(hs, hp, hi, size, m, x, item_pop[li], chunk_items[li])
+                size, _ = offer(hs, hp, hi, size, m, x, item_pop[li], chunk_items[li])
             bound = hs[0] * (1.0 - 1e-12) if size == m else -np.inf
             n_leading = ZERO
             for t in range(nt):
@@ -848,15 +631,15 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                                         hi, sc, scratch, m, sample)
                 best = -1
                 for e in range(size):
-                    if hi_rel > lo and _is_seen(rel_item, lo, hi_rel, hi[e]):
+                    if hi_rel > lo and is_seen(rel_item, lo, hi_rel, hi[e]):
                         hits[r, g] += 1
-                        if best < 0 or _worse(hs[best], hp[best], hi[best],
-                                              hs[e], hp[e], hi[e]):
+                        if best < 0 or worse(hs[best], hp[best], hi[best],
+                                             hs[e], hp[e], hi[e]):
                             best = e
                 if best >= 0:
                     ahead = 0
                     for e in range(size):
-                        if _worse(hs[best], hp[best], hi[best], hs[e], hp[e], hi[e]):
+                        if worse(hs[best], hp[best], hi[best], hs[e], hp[e], hi[e]):
                             ahead += 1
                     rank[r, g] = ahead + 1
             _mark_recent(r, r_ptr, recent_local[0], mark, np.uint8(0))

@@ -1,0 +1,257 @@
+"""MiCRO's held-out choice of ``phi_decay="auto"`` and ``personal="learned"`` at `fit`.
+
+Both settings act on retrieval alone. Each is chosen from a grid by ranking the last
+training chunks from what the chunks before them leave: `select_phi_decay` by the recall of
+decayed popularity, `select_personal_weight` by ranking as `MiCRO.recommend` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ._kernels import numba_threads
+from ._kernels.csr import keep_entries
+from ._kernels.topm import personal_ranks, retrieval_phi
+from ._log import distinct, iter_chunks
+from ._micro_state import (
+    as_index,
+    carried_chunks,
+    counts_csr,
+    interest_weights,
+    latest_chunk,
+    recent_distributions,
+    recent_items,
+    user_mixtures,
+)
+from ._parallel import resolve_n_jobs
+from .base import csr_rows, unique_pairs
+
+__all__ = ["PERSONAL_GRID", "PHI_DECAY_GRID", "RECALL_KEPT", "TrainingLog",
+           "phi_decay_recalls", "select_personal_weight", "select_phi_decay", "top_m_mask"]
+
+# the values phi_decay="auto" chooses from
+PHI_DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
+
+# the weights personal="learned" chooses from, and the share of the held-out recall of
+# weight 0 that the chosen one keeps at least
+PERSONAL_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75)
+RECALL_KEPT = 0.99
+
+
+@dataclass(frozen=True, eq=False)
+class TrainingLog:
+    """The training log in model indices, as `fit` has it: engagements (``user``,
+    ``item``, ``chunk``) with their interest ``z``, and the users' supports over the whole
+    log as a CSR."""
+
+    user: np.ndarray
+    item: np.ndarray
+    chunk: np.ndarray
+    z: np.ndarray
+    support_indptr: np.ndarray
+    support_interest: np.ndarray
+    support_count: np.ndarray
+    n_items: int
+    n_interests: int
+
+
+def _held_out_personal_ranks(log: TrainingLog, c, previous, grid, *, alpha, beta, phi_decay,
+                             window, decay, min_count, m, max_users, n_threads):
+    """The ranks `recommend` would give the items of chunk ``c`` with each personal weight
+    of ``grid``, from the state `fit` leaves on the chunks up to ``previous``, the one
+    before ``c`` (``log`` holds at least the chunks that state reads, and ``c``).
+
+    Only the users of chunk ``c`` with a recent item (an engagement in the ``window``
+    chunks up to ``previous``) are ranked, since the weight changes nothing for the
+    others; at most ``max_users`` of them, evenly spread over their indices. Returns their
+    numbers of relevant items and `personal_ranks`' hits and ranks, or None if there are
+    none.
+    """
+    now = log.chunk == c
+    before = (log.chunk <= previous) & (log.chunk > previous - window)
+    n_users = log.support_indptr.shape[0] - 1
+    has_recent = np.zeros(n_users, bool)
+    has_recent[log.user[before]] = True
+    pair_user, pair_item = unique_pairs(log.user[now], log.item[now])
+    keep = has_recent[pair_user]
+    pair_user, pair_item = pair_user[keep], pair_item[keep]
+    if pair_user.shape[0] == 0:
+        return None
+    users = distinct(pair_user)
+    if users.shape[0] > max_users:
+        # an even spread over the users' indices: deterministic and blind to behaviour
+        users = users[np.linspace(0, users.shape[0] - 1, max_users).round().astype(np.int64)]
+        keep = np.isin(pair_user, users)
+        pair_user, pair_item = pair_user[keep], pair_item[keep]
+    row = np.searchsorted(users, pair_user)
+    rel_ptr = np.zeros(users.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(row, minlength=users.shape[0]), out=rel_ptr[1:])
+    # supports on the chunks before c: the whole log's, less the counts of c and after
+    rank = np.full(n_users, -1, np.int64)
+    rank[users] = np.arange(users.shape[0])
+    later = (log.chunk >= c) & (rank[log.user] >= 0)
+    indptr, pos = csr_rows(log.support_indptr, users)
+    k = log.support_interest[pos].astype(np.int64)
+    count = log.support_count[pos].astype(np.int64)
+    entry_row = np.repeat(np.arange(users.shape[0]), np.diff(indptr))
+    late_ptr, late_k, late_count = counts_csr(rank[log.user[later]], log.z[later],
+                                              users.shape[0], log.n_interests)
+    late_row = np.repeat(np.arange(users.shape[0]), np.diff(late_ptr))
+    key = entry_row * log.n_interests + k
+    count[np.searchsorted(key, late_row * log.n_interests + late_k)] -= \
+        late_count.astype(np.int64)
+    alive = count > 0
+    indptr, k, theta = user_mixtures(keep_entries(indptr, alive), k[alive], count[alive],
+                                     np.arange(users.shape[0]), alpha)
+    # phi of chunk c - 1, carrying the decayed chunks before it, as fit leaves it
+    carried = (log.chunk <= previous) & (log.chunk >= previous - carried_chunks(phi_decay))
+    latest = None
+    for chunk, rows in iter_chunks(log.chunk[carried]):
+        rows = np.flatnonzero(carried)[rows]
+        latest = latest_chunk(chunk, log.item[rows], log.item[rows], log.z[rows],
+                              np.ones(rows.shape[0]), log.n_interests, phi_decay, latest)
+    weight, base = interest_weights(indptr, k, theta, beta, latest)
+    # the users' recent items, as fit leaves them
+    mine = before & (rank[log.user] >= 0)
+    recent = recent_items(rank[log.user[mine]], log.item[mine], log.chunk[mine],
+                          decay ** (latest.chunk - log.chunk[mine]), users.shape[0])
+    r_ptr, r_item, r_u = recent_distributions(recent[0], recent[1], recent[3],
+                                              np.arange(users.shape[0]))
+    share_weight = (np.diff(indptr) == 0).astype(np.float64)
+    share = latest.item_count / latest.item_count.sum()
+    phi_indptr, phi_item, phi_count = retrieval_phi(latest.phi_indptr, latest.phi_item,
+                                                    latest.phi_count, min_count)
+    hits, ranks = personal_ranks(
+        indptr, as_index(k, log.n_interests), weight, base, share_weight,
+        np.asarray(grid, np.float64), r_ptr, r_item, r_u, rel_ptr, pair_item, phi_indptr,
+        phi_item, phi_count, latest.item_count, share, latest.items, latest.popular_order, m,
+        n_threads)
+    return np.diff(rel_ptr), hits, ranks
+
+
+def select_personal_weight(log: TrainingLog, grid=PERSONAL_GRID, *, alpha, beta,
+                           phi_decay, window, decay, min_count=0.0, last_chunks=4, m=100,
+                           max_users=4000, n_jobs=None):
+    """The personal weight of ``grid`` with the best held-out MRR@``m`` that costs no
+    held-out recall@``m``.
+
+    Each of the last ``last_chunks`` chunks ``c`` of the training log (those with a chunk
+    before them) is held out: the state `fit` leaves on the chunks before it (supports,
+    ``phi`` of the chunk before under ``phi_decay``, recent items) ranks ``m`` items for
+    the users of chunk ``c`` with a recent item (at most ``max_users``, evenly spread),
+    with every weight, as `recommend` does. A weight scores the mean recall@``m`` and
+    MRR@``m`` over those (user, chunk) points; among the weights that keep at least
+    ``RECALL_KEPT`` of the recall of 0, the one with the best MRR wins, ties to the smaller
+    weight. The
+    weights must be below 1. Returns the weight and ``{weight: (recall, mrr)}``; 0 and
+    an empty dict when no chunk has such a point.
+    """
+    present = distinct(log.chunk)
+    held_out = present[1:][-last_chunks:]
+    previous = present[np.searchsorted(present, held_out) - 1]
+    recall = np.zeros(len(grid))
+    mrr = np.zeros(len(grid))
+    n_points = 0
+    if held_out.shape[0] == 0:
+        return 0.0, {}
+    # only the chunks the held-out states read
+    reach = max(window - 1, carried_chunks(phi_decay))
+    rows = log.chunk >= previous.min() - reach
+    log = replace(log, user=log.user[rows], item=log.item[rows], chunk=log.chunk[rows],
+                  z=log.z[rows])
+    with numba_threads(resolve_n_jobs(n_jobs)) as threads:
+        for c, before in zip(held_out, previous, strict=True):
+            found = _held_out_personal_ranks(
+                log, int(c), int(before), grid, alpha=alpha, beta=beta, phi_decay=phi_decay,
+                window=window, decay=decay, min_count=min_count, m=m, max_users=max_users,
+                n_threads=threads)
+            if found is None:
+                continue
+            n_relevant, hits, ranks = found
+            recall += (hits / n_relevant[:, None]).sum(axis=0)
+            mrr += np.divide(1.0, ranks, out=np.zeros(ranks.shape), where=ranks > 0).sum(axis=0)
+            n_points += n_relevant.shape[0]
+    if n_points == 0:
+        return 0.0, {}
+    recall, mrr = recall / n_points, mrr / n_points
+    scores = {float(lam): (float(r), float(q)) for lam, r, q in zip(grid, recall, mrr,
+                                                                     strict=True)}
+    floor = RECALL_KEPT * scores[0.0][0] if 0.0 in scores else -np.inf
+    best, best_mrr = 0.0, -np.inf
+    for lam in sorted(scores):
+        r, q = scores[lam]
+        if r >= floor and q > best_mrr:
+            best, best_mrr = lam, q
+    return best, scores
+
+
+def select_phi_decay(user, item, chunk, n_items, grid=PHI_DECAY_GRID, *, last_chunks=8,
+                     m=100):
+    """The ``phi_decay`` of ``grid`` whose decayed popularity best predicts the next chunk.
+
+    For each of the last ``last_chunks`` chunks ``c`` of the log (with a chunk ``c - 1``),
+    items are ranked by ``sum_{j < c} decay ** (c - 1 - j) * n_j(i)`` (counts below the
+    carried mass MiCRO keeps dropped); a decay scores the mean recall@``m`` of that ranking
+    over the (user, chunk) points of those chunks (`phi_decay_recalls`). Ties go to the
+    smaller decay; 0 when the log has no chunk to score.
+    """
+    recalls = phi_decay_recalls(user, item, chunk, n_items, grid, last_chunks=last_chunks,
+                                m=m)
+    best, best_score = 0.0, -np.inf
+    for decay, score in zip(grid, recalls, strict=True):
+        if score > best_score:
+            best, best_score = float(decay), score
+    return best
+
+
+def phi_decay_recalls(user, item, chunk, n_items, grid, *, last_chunks=8, m=100):
+    """`select_phi_decay`'s mean recall@``m`` of each decay of ``grid`` (NaN for every
+    decay when no chunk can be scored).
+
+    One pass over the chunks in increasing order: each chunk's item counts are kept (its
+    distinct items and their engagements), and a chunk to be scored is scored when it comes,
+    from the counts of the chunks before it; its (user, item) pairs are made once for every
+    decay.
+    """
+    last = int(chunk.max())
+    # only the chunks that the largest decay of the grid can reach are read
+    first = last - last_chunks - max(carried_chunks(d) for d in grid)
+    rows = np.flatnonzero(chunk >= first)
+    user, item, chunk = np.asarray(user)[rows], np.asarray(item)[rows], np.asarray(chunk)[rows]
+    counts = {}  # chunk -> (its items, their engagements)
+    total = np.zeros(len(grid))
+    n_points = 0
+    for c, at in iter_chunks(chunk):
+        if c > last - last_chunks and c - 1 in counts:
+            pair_user, pair_item = unique_pairs(user[at], item[at])
+            point = np.searchsorted(distinct(pair_user), pair_user)
+            size = np.bincount(point)
+            n_points += size.shape[0]
+            for g, decay in enumerate(grid):
+                popularity = np.zeros(n_items)
+                for j in range(c - 1 - carried_chunks(decay), c):
+                    if j in counts:
+                        items, n = counts[j]
+                        popularity[items] += float(decay) ** (c - 1 - j) * n
+                hit = top_m_mask(popularity, m)[pair_item]
+                total[g] += (np.bincount(point, weights=hit) / size).sum()
+        per_item = np.bincount(item[at], minlength=n_items)
+        items = np.flatnonzero(per_item)
+        counts[c] = (items, per_item[items].astype(np.float64))
+    return total / n_points if n_points else np.full(len(grid), np.nan)
+
+
+def top_m_mask(score: np.ndarray, m: int) -> np.ndarray:
+    """Which entries are among the ``m`` highest of ``score`` (ties to the lower index) and
+    above 0: the set of ``np.argsort(-score, kind="stable")[:m]`` with a positive score,
+    found by a partition instead of a sort."""
+    n = score.shape[0]
+    if n <= m:
+        return score > 0
+    cut = np.partition(score, n - m)[n - m]
+    mask = score > cut
+    ties = np.flatnonzero(score == cut)[:m - int(mask.sum())]
+    mask[ties] = True
+    return mask & (score > 0)
