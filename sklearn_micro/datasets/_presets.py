@@ -34,7 +34,8 @@ PRESETS = {
     "follow": dict(
         n_users=12_000_000, n_items=3_500_000, n_engagements=261_000_000, n_chunks=25,
         test_chunks=7, n_interests=5_000, user_degree=(5, 1_000), min_item_degree=5,
-        interests_per_user=8.0, item_lifetime=2.5, item_appeal=1.7, alpha=1.0, beta=0.5,
+        interests_per_user=5.0, item_lifetime=6.0, item_appeal=0.6, trending_share=0.04,
+        n_trending=100, alpha=1.0, beta=0.5,
     ),
 }
 _SIZES = ("n_users", "n_items", "n_engagements", "n_interests")
