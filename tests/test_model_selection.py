@@ -508,9 +508,9 @@ def test_report_per_user_with_string_ids_of_growing_length():
 @pytest.mark.parametrize("method", ["exact", pytest.param("nndescent", marks=pytest.mark.slow)])
 def test_ann_in_parallel_gives_the_same_report(method, monkeypatch):
     # small user blocks, so the exact search spreads blocks over threads
-    import sklearn_micro.baselines as baselines
+    import sklearn_micro._exact_search as exact_search
 
-    monkeypatch.setattr(baselines, "_BLOCK_SCORES", 64)
+    monkeypatch.setattr(exact_search, "BLOCK_SCORES", 64)
     X_train, X_test = make_log(as_frame=True)
     reports = []
     for n_jobs in (1, 2):
