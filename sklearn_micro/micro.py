@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._gibbs import MIN_PARTITION_WORK, build_layout, partitions_for, run_chain
+from ._gibbs import MIN_PARTITION_WORK, build_layout, run_chain
 from ._held_out import TrainingLog, select_personal_weight, select_phi_decay
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
@@ -493,17 +493,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         self.n_sweeps_ = {**self.n_sweeps_, chunk: len(trace)}
         self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
         self.n_unassigned_ = {**self.n_unassigned_, chunk: int((~assignable).sum())}
-
-    def _chain_threads(self, log: EngagementLog) -> int:
-        """About how many threads `partial_fit` samples the chunk ``log`` on: the
-        partitions (`_gibbs.n_partitions`) of the support entries a sweep visits, counted
-        from the supports the chunk's users carry (a user new to the model, whose support
-        the chunk makes, counts none)."""
-        user = self.user_ids_.lookup(log.user, name="users")
-        size = np.diff(self.support_indptr_)
-        known = user[(user >= 0) & (user < size.shape[0])]
-        return partitions_for(int(size[known].sum()), resolve_n_jobs(self.n_jobs),
-                              self.min_partition_work)
 
     def _commit_chunk(self, chunk, engagements, supports, layout, counts, item_interest):
         """Move the model to ``chunk``: users' counts, the supports of users that had none,

@@ -9,6 +9,7 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.pipeline import Pipeline
 
+import sklearn_micro._chunk_scores as _chunk_scores
 import sklearn_micro._rolling_report as _rolling_report
 import sklearn_micro.model_selection as model_selection
 from sklearn_micro._log import check_log
@@ -179,7 +180,7 @@ def test_rolling_evaluate_blocks_users(monkeypatch):
     X_train, X_test = make_log(as_frame=True)
     rec = PopularityRecommender(window=2).fit(X_train)
     expected = rolling_evaluate(rec, X_test).points
-    monkeypatch.setattr(model_selection, "_USER_BLOCK", 3)
+    monkeypatch.setattr(_chunk_scores, "USER_BLOCK", 3)
     pd.testing.assert_frame_equal(rolling_evaluate(rec, X_test).points, expected)
 
 
