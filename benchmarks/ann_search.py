@@ -2,7 +2,7 @@
 
 For each ``reproduce --out DIR`` given, loads ANN's fitted state (``DIR/checkpoints/ANN
 fit.pkl``, the state the first test chunk is scored from) and draws ``--users`` users of
-that chunk with a vector. Prints, for the exact search (`_exact_top_m`, what
+that chunk with a vector. Prints, for the exact search (`exact_top_m`, what
 ``ANNRecommender(method="exact")`` runs) and NNDescent (pynndescent, the package's
 settings), the cpu (and wall) seconds of the index, pynndescent's compilation left out,
 and the cpu (and wall) microseconds per user of the queries (both cores), and how many of
@@ -37,7 +37,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 
 from _harness import header  # noqa: E402
 
-from sklearn_micro.baselines import _exact_top_m  # noqa: E402
+from sklearn_micro._exact_search import exact_top_m  # noqa: E402
 from sklearn_micro.cluster import SphericalKMeans  # noqa: E402
 from sklearn_micro.experiment import load_checkpoint  # noqa: E402
 
@@ -126,11 +126,11 @@ def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=()) -> N
 
     exact = np.full((n, M), -1, np.int64)
     # a first call compiles the kernels; the timed one answers every user
-    _exact_top_m(queries[:2], vectors, candidates, ann.item_rank_, np.zeros(3, np.int64),
+    exact_top_m(queries[:2], vectors, candidates, ann.item_rank_, np.zeros(3, np.int64),
                  np.zeros(0, np.int64), exact[:2].copy(), np.zeros((2, M), np.float32),
                  np.zeros(2, np.int64), 2)
     start = time.process_time()
-    _exact_top_m(queries, vectors, candidates, ann.item_rank_, np.zeros(n + 1, np.int64),
+    exact_top_m(queries, vectors, candidates, ann.item_rank_, np.zeros(n + 1, np.int64),
                  np.zeros(0, np.int64), exact, np.zeros((n, M), np.float32),
                  np.zeros(n, np.int64), 2)
     query = time.process_time() - start

@@ -30,8 +30,9 @@ from ._dask import on_cluster
 from ._kernels import numba_threads, sampler
 from ._parallel import active_client
 
-__all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "n_partitions",
-           "partition_layout", "run_chain", "sample_partition"]
+__all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "chain_threads",
+           "n_partitions", "partition_layout", "partitions_for", "run_chain",
+           "sample_partition"]
 
 # the chain has converged when the mean log-likelihood of the last WINDOW sweeps improves on
 # the WINDOW sweeps before by less than tol, relative to its magnitude
@@ -245,6 +246,17 @@ def n_partitions(layout: ChunkLayout, n_jobs: int,
 def partitions_for(work: int, n_jobs: int, min_work: int = MIN_PARTITION_WORK) -> int:
     """`n_partitions` of a chunk whose sweep visits ``work`` support entries."""
     return max(1, min(n_jobs, work // min_work)) if min_work else n_jobs
+
+
+def chain_threads(support_indptr: np.ndarray, user_index: np.ndarray, n_jobs: int,
+                  min_work: int = MIN_PARTITION_WORK) -> int:
+    """About how many threads a chunk is sampled on: `partitions_for` the support entries a
+    sweep visits, counted from the supports (``support_indptr``, a CSR over users) that the
+    chunk's engagements' users carry (``user_index``: model indices; a user new to the
+    model, -1 or beyond the CSR, whose support the chunk makes, counts none)."""
+    size = np.diff(support_indptr)
+    known = user_index[(user_index >= 0) & (user_index < size.shape[0])]
+    return partitions_for(int(size[known].sum()), n_jobs, min_work)
 
 
 def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: float,

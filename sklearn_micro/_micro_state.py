@@ -10,14 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._kernels import sampler
+from ._kernels.selection import fill_remainder
+from ._kernels.topm import group_by_interest, retrieval_phi
 from ._kernels.vocabulary import present_values
 from ._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype
 from .base import append_to_rows, csr_rows, unique_pairs
 
 __all__ = ["MAX_INTERESTS", "MIN_MASS", "ChunkEngagements", "ChunkSupports", "LatestChunk",
-           "as_index", "carried_chunks", "counts_csr", "grown_supports", "interest_weights",
+           "as_index", "carried_chunks", "chunk_item_mixtures", "counts_csr",
+           "fill_by_popularity", "grouped_chunk", "grown_supports", "interest_weights",
            "latest_chunk", "local_indices", "main_interests", "merge_recent",
            "recent_distributions", "recent_items", "stable_order", "training_interests",
            "user_mixtures"]
@@ -262,6 +266,58 @@ def interest_weights(indptr, k, theta, beta, latest: LatestChunk):
     row = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
     base = np.bincount(row, weights=weight * beta, minlength=indptr.shape[0] - 1)
     return weight, base
+
+
+def grouped_chunk(phi_indptr, phi_item, phi_count, chunk_items, chunk_item_count,
+                  popular_order, min_count: float) -> dict:
+    """The latest chunk as the top-m kernels take it: ``phi`` pruned to ``min_count``
+    (`retrieval_phi`) and the items numbered interest by interest (`group_by_interest`),
+    with their counts, shares of the chunk and popularity order in that numbering."""
+    phi_indptr, phi_item, phi_count = retrieval_phi(phi_indptr, phi_item, phi_count,
+                                                    min_count)
+    order, local_of, phi_item, phi_count = group_by_interest(
+        phi_indptr, phi_item, phi_count, chunk_items.shape[0])
+    item_count = chunk_item_count[order]
+    return {"phi_indptr": phi_indptr, "phi_item": phi_item, "phi_count": phi_count,
+            "item_count": item_count, "share": item_count / chunk_item_count.sum(),
+            "items": chunk_items[order], "local_of": local_of,
+            "popular_order": local_of[popular_order]}
+
+
+def fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk: dict):
+    """Fill the slots the top-m kernels left (`fill_remainder`) with the latest chunk's
+    items by popularity (``chunk``: `grouped_chunk`): scored by their share for users
+    without interests (empty rows of ``indptr``), by ``base`` alone for the others."""
+    pop_order = chunk["items"][chunk["popular_order"]]
+    unseen = np.diff(indptr) == 0
+    share = chunk["share"][chunk["popular_order"]]
+    for rows, pop_score in ((~unseen, np.zeros_like(share)), (unseen, share)):
+        if rows.any():
+            sub_i, sub_s = items[rows], scores[rows]
+            sub_ptr, pos = csr_rows(seen[0], np.flatnonzero(rows))
+            fill_remainder(sub_i, sub_s, n_filled[rows], pop_order, pop_score, base[rows],
+                           sub_ptr, seen[1][pos])
+            items[rows], scores[rows] = sub_i, sub_s
+    return items, scores
+
+
+def chunk_item_mixtures(phi_indptr, phi_item, phi_count, chunk_items, index,
+                        n_interests: int) -> sp.csr_matrix:
+    """Sparse (len(index), n_interests) matrix of the items' (``index``: model indices)
+    shares of engagements per interest in the latest chunk; empty rows for items with no
+    mass there."""
+    k = np.repeat(np.arange(n_interests), np.diff(phi_indptr))
+    by_item = sp.csr_matrix((phi_count, (phi_item, k)),
+                            shape=(chunk_items.shape[0], n_interests))
+    local = np.minimum(np.searchsorted(chunk_items, index), max(chunk_items.shape[0] - 1, 0))
+    present = (index >= 0) & (chunk_items[local] == index)
+    select = sp.csr_matrix(
+        (np.ones(int(present.sum())), (np.flatnonzero(present), local[present])),
+        shape=(index.shape[0], chunk_items.shape[0]))
+    out = (select @ by_item).tocsr()
+    sums = np.asarray(out.sum(axis=1)).ravel()
+    scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
+    return sp.csr_matrix(sp.diags(scale) @ out)
 
 
 def recent_distributions(recent_indptr, recent_item, recent_weight, user_index):

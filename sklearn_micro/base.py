@@ -33,8 +33,8 @@ from ._parallel import active_client
 from ._request import Request, allowed_top_m, parse_request, removed_items
 from .persistence import unversioned_state, versioned_state
 
-__all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "ranges_csr",
-           "unique_pairs"]
+__all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "key_ranges",
+           "ranges_csr", "unique_pairs"]
 
 # m may exceed the number of items known (the rows are padded) up to this many slots
 MAX_PADDED_M = 10_000
@@ -49,6 +49,14 @@ def ranges_csr(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     positions = np.empty(indptr[-1], np.int64)
     csr.fill_ranges(lo, hi, indptr, positions)
     return indptr, positions
+
+
+def key_ranges(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR ``(indptr, positions)`` of the entries of ``sorted_keys`` equal to each key (none
+    for a negative key)."""
+    lo = np.searchsorted(sorted_keys, keys, side="left")
+    hi = np.searchsorted(sorted_keys, keys, side="right")
+    return ranges_csr(lo, np.where(keys < 0, lo, hi))
 
 
 def csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

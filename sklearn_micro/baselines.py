@@ -1,15 +1,11 @@
 """Baseline recommenders: popularity, a user's recent items, ANN on user vectors and ALS.
 
-All of them follow the recommender protocol of `RecommenderMixin`: ``fit`` on a training log,
-``partial_fit`` with the engagements of new chunks (in order), and ``recommend(users, m)``
-for the latest chunk. They share one rule for ties and empty slots: items of equal score are
-ordered by the latest chunk's popularity (engagement count in that chunk, descending, then
-internal index), and the slots a method cannot fill are filled with the latest chunk's most
-engaged items, which score below every item the method ranked itself. A user never seen gets
-that popularity ranking.
-
-The *window* of a recommender is its last ``window`` chunks: the chunks ``latest_chunk_ -
-window + 1`` to ``latest_chunk_``, by chunk number.
+All of them follow the recommender protocol of `RecommenderMixin` and share one rule for
+ties and empty slots: items of equal score are ordered by the latest chunk's popularity
+(engagement count in that chunk, descending, then internal index), and the slots a method
+cannot fill are filled with the latest chunk's most engaged items, which score below every
+item the method ranked itself. A user never seen gets that popularity ranking. The *window*
+of a recommender is its last ``window`` chunks.
 """
 
 from __future__ import annotations
@@ -21,44 +17,24 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from threadpoolctl import threadpool_limits
 
-from ._kernels.ranking import place_neighbours, prefilter_block, prefilter_finish, top_m_sparse
-from ._kernels.selection import CUT_SAMPLE, fill_remainder
+from ._exact_search import exact_top_m_of_rows, nonzero_rows, seen_of_rows
+from ._kernels.ranking import place_neighbours, top_m_sparse
+from ._kernels.selection import fill_remainder
 from ._log import EmbeddedLog, Vocabulary, distinct
 from ._parallel import resolve_n_jobs
 from ._window import WindowRecommender
-from .base import csr_rows, ranges_csr, unique_pairs
+from .base import key_ranges, unique_pairs
 from .embedding import blocked_als
 
-__all__ = [
-    "ALSRecommender",
-    "ANNRecommender",
-    "PopularityRecommender",
-    "RecentItemsRecommender",
-]
+__all__ = ["ALSRecommender", "ANNRecommender", "PopularityRecommender",
+           "RecentItemsRecommender"]
 
 # "auto" searches exactly below this many candidate items: up to here the exact search costs
 # about as much as NNDescent's index and queries together, or less, and it finds every item
 # NNDescent misses
 _EXACT_MAX_ITEMS = 50_000
-# scores held at once by the exact blocked search
-_BLOCK_SCORES = 1 << 21
-_ITEM_BLOCK = 8192
-# candidates a user may keep waiting for exact scores, in multiples of m
-_BUFFERED = 8
-
-
-def _rows_of(sorted_keys: np.ndarray, keys: np.ndarray):
-    """CSR ``(indptr, positions)`` of the entries of ``sorted_keys`` equal to each key."""
-    lo = np.searchsorted(sorted_keys, keys, side="left")
-    hi = np.searchsorted(sorted_keys, keys, side="right")
-    return ranges_csr(lo, np.where(keys < 0, lo, hi))
-
-
-def _seen_of_rows(seen_indptr: np.ndarray, seen_items: np.ndarray, rows: np.ndarray):
-    """The seen-items CSR restricted to ``rows``."""
-    indptr, positions = csr_rows(seen_indptr, rows)
-    return indptr, seen_items[positions]
 
 
 def _with_history(indptr, items, scores, history):
@@ -83,76 +59,6 @@ def _with_history(indptr, items, scores, history):
     out = np.zeros(n_rows + 1, np.int64)
     np.cumsum(np.bincount(all_row, minlength=n_rows), out=out[1:])
     return out, (all_key % width)[order], all_scores[order]
-
-
-def _nonzero_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Whether each of ``a[rows]`` has a nonzero entry, without a copy of all of them."""
-    out = np.empty(rows.shape[0], bool)
-    step = 1 << 16
-    for lo in range(0, rows.shape[0], step):
-        out[lo : lo + step] = np.any(a[rows[lo : lo + step]] != 0, axis=1)
-    return out
-
-
-def _exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
-                 out_items, out_scores, out_n, n_threads=1):
-    """Exact top-m of ``queries @ vectors.T`` over ``candidates``, in bounded blocks.
-
-    A score is the float64 sum of the products in a fixed order, rounded to float32, so a
-    user's scores do not depend on which other users share the block. The products of a
-    block of users and items are taken in float32 (half the cost of float64); only the
-    items whose float32 score is within twice its error bound of a user's m-th best are
-    scored exactly (`prefilter_block`). With ``n_threads > 1`` blocks of users are ranked
-    on that many threads (the products and the ranking kernels release the GIL).
-    """
-    n_q, n_c = queries.shape[0], vectors.shape[0]
-    if n_q == 0 or n_c == 0:
-        return
-    queries = np.ascontiguousarray(queries, np.float32)
-    vectors = np.ascontiguousarray(vectors, np.float32)
-    margin = _product_error(queries, vectors)
-    m = out_items.shape[1]
-    item_block = min(n_c, _ITEM_BLOCK)
-    user_block = max(1, _BLOCK_SCORES // item_block)
-
-    def rank(u0):
-        u1 = min(n_q, u0 + user_block)
-        rows, seen = queries[u0:u1], (seen_indptr[u0 : u1 + 1], seen_items)
-        cut = np.full(u1 - u0, -np.inf)
-        buf = np.empty((u1 - u0, _BUFFERED * m), np.int64)
-        buf_score = np.empty(buf.shape, np.float32)
-        buf_n = np.zeros(u1 - u0, np.int64)
-        outs = out_items[u0:u1], out_scores[u0:u1], out_n[u0:u1]
-        for i0 in range(0, n_c, item_block):
-            i1 = min(n_c, i0 + item_block)
-            prefilter_block(rows @ vectors[i0:i1].T, i0, rows, vectors, candidates, margin,
-                            tie_key, *seen, CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
-        prefilter_finish(rows, vectors, candidates, tie_key, cut, buf, buf_score, buf_n,
-                         *outs)
-
-    starts = range(0, n_q, user_block)
-    if n_threads <= 1 or n_q <= user_block:
-        for u0 in starts:
-            rank(u0)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
-        list(pool.map(rank, starts))
-
-
-def _product_error(queries: np.ndarray, vectors: np.ndarray) -> float:
-    """Twice the largest error of a float32 product of a query and a vector, against the
-    exact score rounded to float32, with room to spare: products of ``d`` terms summed in
-    float32 in any order are within ``d u / (1 - d u) |q| |v|`` of the exact sum (``u`` the
-    unit roundoff, 2**-24), and rounding the exact sum adds ``u |q| |v|``."""
-    d = queries.shape[1]
-    u = 2.0**-24
-    bound = float(np.sqrt(np.max(np.einsum("ij,ij->i", queries, queries, dtype=np.float64)))
-                  * np.sqrt(np.max(np.einsum("ij,ij->i", vectors, vectors, dtype=np.float64))))
-    return 2.0 * bound * ((d + 2) * u / (1 - (d + 2) * u) + 2 * u)
 
 
 class PopularityRecommender(WindowRecommender):
@@ -307,7 +213,7 @@ class RecentItemsRecommender(WindowRecommender):
 
     def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
               history=None):
-        indptr, positions = _rows_of(self.recent_user_, user_index)
+        indptr, positions = key_ranges(self.recent_user_, user_index)
         own_items = self.recent_item_[positions]
         own_scores = self.recent_score_[positions]
         if history is not None and history.items.size:
@@ -494,7 +400,7 @@ class ANNRecommender(WindowRecommender):
         item, user = unique_pairs(state["window_item_"], state["window_user_"])
         users = np.unique(user)
         users = users[users < vectors.shape[0]]
-        with_vector = users[_nonzero_rows(vectors, users)]
+        with_vector = users[nonzero_rows(vectors, users)]
         has_vector = np.isin(user, with_vector, assume_unique=False)
         item, user = item[has_vector], user[has_vector]
         candidates, local = np.unique(item, return_inverse=True)
@@ -550,7 +456,7 @@ class ANNRecommender(WindowRecommender):
             queries[mixed] += sums[mixed] / n[mixed, None]
             norms = np.linalg.norm(queries[mixed], axis=1)
             queries[mixed] /= np.where(norms > 0, norms, 1)[:, None]
-        rows = np.flatnonzero(_nonzero_rows(queries, np.arange(queries.shape[0])))
+        rows = np.flatnonzero(nonzero_rows(queries, np.arange(queries.shape[0])))
         return queries[rows], rows
 
     def _rank(self, user_index, items, scores, n_filled, seen_indptr, seen_items,
@@ -560,20 +466,12 @@ class ANNRecommender(WindowRecommender):
 
     def _rank_queries(self, queries, rows, items, scores, n_filled, seen_indptr, seen_items):
         """The nearest items to unit ``queries``, into the slots of ``rows``."""
-        if rows.size == 0 or self.candidate_items_.size == 0:
-            return
-        sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
-        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
-        if self._uses_index():
-            self._query_index(
-                queries, items.shape[1], sub_indptr, sub_seen, out_items, out_scores, out_n
-            )
-        else:
-            _exact_top_m(
-                queries, self.item_vectors_, self.candidate_items_, self.item_rank_,
-                sub_indptr, sub_seen, out_items, out_scores, out_n, self._threads(),
-            )
-        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
+        if not self._uses_index():
+            exact_top_m_of_rows(queries, rows, self.item_vectors_, self.candidate_items_,
+                                self.item_rank_, items, scores, n_filled, seen_indptr,
+                                seen_items, self._threads())
+        elif rows.size:
+            self._query_index(queries, rows, items, scores, n_filled, seen_indptr, seen_items)
 
     def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
         """The items nearest to each item's vector, by cosine similarity.
@@ -611,8 +509,12 @@ class ANNRecommender(WindowRecommender):
         queries[has] = self.item_vectors_[pos[has]]
         return queries, has
 
-    def _query_index(self, queries, m, seen_indptr, seen_items, out_items, out_scores, out_n):
-        index = self._get_index()
+    def _query_index(self, queries, rows, items, scores, n_filled, seen_indptr, seen_items):
+        """The NNDescent index's nearest items to unit ``queries``, into the slots of
+        ``rows``."""
+        seen_indptr, seen_items = seen_of_rows(seen_indptr, seen_items, rows)
+        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
+        m, index = items.shape[1], self._get_index()
         n_cand = self.candidate_items_.shape[0]
         n_seen = np.diff(seen_indptr)
         extra = np.where(n_seen > 0, 2 ** np.ceil(np.log2(np.maximum(n_seen, 1))), 0)
@@ -622,13 +524,15 @@ class ANNRecommender(WindowRecommender):
         cand = np.full(indptr[-1], -1, np.int64)
         cand_scores = np.full(indptr[-1], np.nan, np.float32)
         for k in np.unique(k_rows):
-            rows = np.flatnonzero(k_rows == k)
-            neighbours, distances = index.query(queries[rows], k=int(k),
+            with_k = np.flatnonzero(k_rows == k)
+            neighbours, distances = index.query(queries[with_k], k=int(k),
                                                 epsilon=float(self.epsilon))
-            place_neighbours(indptr, rows, neighbours, distances.astype(np.float32, copy=False),
-                             self.candidate_items_, cand, cand_scores)
+            place_neighbours(indptr, with_k, neighbours,
+                             distances.astype(np.float32, copy=False), self.candidate_items_,
+                             cand, cand_scores)
         top_m_sparse(indptr, cand, cand_scores, self.item_rank_, seen_indptr, seen_items,
                      out_items, out_scores, out_n)
+        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
 
 
 class ALSRecommender(WindowRecommender):
@@ -638,14 +542,13 @@ class ALSRecommender(WindowRecommender):
     by `implicit`'s alternating least squares, on the blocked kernel of `GraphEmbedder`
     (``solver="blocked"``: the same steps and initial vectors, to float32 rounding), on
     ``n_jobs`` threads. ``partial_fit`` keeps the fitted factors and folds in what is new,
-    chunk by chunk: each item first engaged after ``fit`` that is
-    engaged in the chunk gets the closed-form ALS item step (`implicit`'s
-    ``recalculate_item``) from the users who engaged with it in the window, then each user
-    first seen after ``fit`` who engages in the chunk gets the user step from their window
-    items. Training users and items keep their fitted vectors. ``recommend`` scores the
-    window's items that have a vector by ``user_vector @ item_vector``, exactly, in bounded
-    blocks. Users without a vector get the latest chunk's popularity ranking. The fitted
-    state is plain arrays.
+    chunk by chunk: each item first engaged after ``fit`` that is engaged in the chunk gets
+    the closed-form ALS item step (`implicit`'s ``recalculate_item``) from the users who
+    engaged with it in the window, then each user first seen after ``fit`` who engages in
+    the chunk gets the user step from their window items. Training users and items keep
+    their fitted vectors. ``recommend`` scores the window's items that have a vector by
+    ``user_vector @ item_vector``, exactly, in bounded blocks. Users without a vector get
+    the latest chunk's popularity ranking. The fitted state is plain arrays.
 
     Parameters
     ----------
@@ -737,7 +640,6 @@ class ALSRecommender(WindowRecommender):
     def _als(self, user_factors, item_factors):
         """`implicit`'s model around the fitted factors, for its fold-in steps."""
         from implicit.cpu.als import AlternatingLeastSquares
-        from threadpoolctl import threadpool_limits
 
         with threadpool_limits(1, "blas"):
             model = AlternatingLeastSquares(
@@ -776,8 +678,6 @@ class ALSRecommender(WindowRecommender):
                 state[name] = grown
 
     def _update_chunk(self, state, user, item):
-        from threadpoolctl import threadpool_limits
-
         if state["user_factors_"] is self.user_factors_:
             state["user_factors_"] = state["user_factors_"].copy()
         if state["item_factors_"] is self.item_factors_:
@@ -812,7 +712,7 @@ class ALSRecommender(WindowRecommender):
 
     def _derive(self, state):
         window_items = np.unique(state["window_item_"])
-        has_vector = _nonzero_rows(state["item_factors_"], window_items)
+        has_vector = nonzero_rows(state["item_factors_"], window_items)
         state["candidate_items_"] = window_items[has_vector].astype(np.int64)
 
     def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
@@ -852,22 +752,15 @@ class ALSRecommender(WindowRecommender):
     def _rank_queries(self, queries, rows, items, scores, n_filled, seen_indptr, seen_items):
         """The candidates of highest cosine similarity to unit ``queries``, into the slots
         of ``rows``."""
-        if rows.size == 0 or self.candidate_items_.size == 0:
-            return
         vectors = self.item_factors_[self.candidate_items_]
         vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-        sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
-        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
-        _exact_top_m(queries, vectors, self.candidate_items_, self.item_rank_, sub_indptr,
-                     sub_seen, out_items, out_scores, out_n)
-        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
+        exact_top_m_of_rows(queries, rows, vectors, self.candidate_items_, self.item_rank_,
+                            items, scores, n_filled, seen_indptr, seen_items)
 
     def _folded_in(self, user_index, history):
         """The user vectors of rows with a history: the ALS user step (`implicit`'s
         ``recalculate_user``) from their engagements of the window and the history, as
         ``partial_fit`` folds in a new user. Returns the vectors and their rows."""
-        from threadpoolctl import threadpool_limits
-
         h_row, h_item = history.pairs()
         rows = np.unique(h_row)
         local = np.full(user_index.shape[0], -1, np.int64)
@@ -875,9 +768,7 @@ class ALSRecommender(WindowRecommender):
         # the rows' window engagements (a user may be in several rows)
         order = np.argsort(user_index[rows], kind="stable")
         by_user = user_index[rows][order]
-        lo = np.searchsorted(by_user, self.window_user_, side="left")
-        hi = np.searchsorted(by_user, self.window_user_, side="right")
-        w_ptr, w_pos = ranges_csr(lo, hi)
+        w_ptr, w_pos = key_ranges(by_user, self.window_user_)
         w_row = rows[order][w_pos]
         w_item = np.repeat(self.window_item_, np.diff(w_ptr))
         counts = sp.csr_matrix(
@@ -898,16 +789,9 @@ class ALSRecommender(WindowRecommender):
         if history is not None and history.items.size:
             folded, folded_rows = self._folded_in(user_index, history)
             queries[folded_rows] = folded
-        has_vector = _nonzero_rows(queries, np.arange(queries.shape[0]))
-        rows = np.flatnonzero(has_vector)
-        if rows.size == 0 or self.candidate_items_.size == 0:
-            return
-        queries = queries[has_vector]
-        sub_indptr, sub_seen = _seen_of_rows(seen_indptr, seen_items, rows)
-        out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
-        _exact_top_m(
-            queries, self.item_factors_[self.candidate_items_], self.candidate_items_,
-            self.item_rank_, sub_indptr, sub_seen, out_items, out_scores, out_n,
-            resolve_n_jobs(self.n_jobs),
+        has_vector = nonzero_rows(queries, np.arange(queries.shape[0]))
+        exact_top_m_of_rows(
+            queries[has_vector], np.flatnonzero(has_vector),
+            self.item_factors_[self.candidate_items_], self.candidate_items_, self.item_rank_,
+            items, scores, n_filled, seen_indptr, seen_items, resolve_n_jobs(self.n_jobs),
         )
-        items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._chunk_scores import paired_chunk_points
+from ._gibbs import chain_threads
 from ._kernels import threading_layer
 from ._log import (
     EmbeddedLog,
@@ -44,11 +46,7 @@ from .baselines import (
 from .cluster import SphericalKMeans
 from .embedding import GraphEmbedder
 from .micro import MiCRO
-from .model_selection import (
-    RollingEvaluation,
-    RollingReport,
-    _paired_chunk_points,
-)
+from .model_selection import RollingEvaluation, RollingReport
 
 __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "comparison_table",
            "load_checkpoint", "plot_per_chunk", "results_table", "run_experiment",
@@ -339,8 +337,8 @@ class _SharedSampler:
         self.micro.check_chunk(int(log.chunk[0]))
         X = log if X is None else X
         with _learning_beside(model, log, X, learn) as before:
-            points, paper_points = _paired_chunk_points(before, log, self.micro.ks,
-                                                        self.micro.exclude_seen)
+            points, paper_points = paired_chunk_points(before, log, self.micro.ks,
+                                                       self.micro.exclude_seen)
         self.paper.record(log, paper_points, learn=False)
         return self.micro.record(log, points, learn=False)
 
@@ -356,11 +354,11 @@ def _learning_beside(model: MiCRO, log: EngagementLog, X, learn: bool):
 
     `MiCRO.partial_fit` replaces the model's attributes and never changes them in place, so
     a shallow copy made before it is the state before the chunk. When the chunk is sampled
-    as one chain (`MiCRO._chain_threads`) and the model may use two threads or more,
-    ``partial_fit`` runs on a thread of its own while the copy is scored, so the core the
-    chain leaves idle ranks users. That needs numba's
-    ``omp`` or ``tbb`` threading layer (its ``workqueue`` layer runs one parallel kernel at
-    a time) and no Dask client; otherwise the chunk is taken after the block. If scoring
+    as one chain (`sklearn_micro._gibbs.chain_threads`) and the model may use two threads
+    or more, ``partial_fit`` runs on a thread of its own while the copy is scored, so the
+    core the chain leaves idle ranks users. That needs numba's ``omp`` or ``tbb``
+    threading layer (its ``workqueue`` layer runs one parallel kernel at a time) and no
+    Dask client; otherwise the chunk is taken after the block. If scoring
     or sampling fails, or an interrupt comes while either runs, the sampler is let finish
     and the model is put back as it was before the chunk, and the error raised.
     """
@@ -392,7 +390,11 @@ def _can_learn_beside(model: MiCRO, log: EngagementLog) -> bool:
     """Whether `_learning_beside` samples the chunk while it is scored."""
     if active_client() is not None or not isinstance(model, MiCRO):
         return False
-    if resolve_n_jobs(model.n_jobs) < 2 or model._chain_threads(log) > 1:
+    n_jobs = resolve_n_jobs(model.n_jobs)
+    if n_jobs < 2:
+        return False
+    user = model.user_ids_.lookup(log.user, name="users")
+    if chain_threads(model.support_indptr_, user, n_jobs, model.min_partition_work) > 1:
         return False
     return threading_layer() in ("omp", "tbb")
 

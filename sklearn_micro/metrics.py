@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from ._kernels.metrics import ranking_metrics_kernel
+from ._kernels.metrics import metrics_of_codes
 from .base import unique_pairs
 
 __all__ = ["METRICS", "mrr_at", "ndcg_at", "ranking_metrics", "recall_at"]
@@ -172,19 +172,7 @@ def ranking_metrics(
 
     indptr, items = _relevant_csr(relevant, recommended.shape[0])
     rec_codes, rel_indptr, rel_codes = _encode(recommended, indptr, items)
-    return _metrics_of_codes(rec_codes, rel_indptr, rel_codes, ks_arr, names)
-
-
-def _metrics_of_codes(rec_codes, rel_indptr, rel_codes, ks, names=METRICS):
-    """`ranking_metrics` on item codes: relevant codes sorted and distinct per row."""
-    n, n_k = rec_codes.shape[0], ks.shape[0]
-    out = {name: np.empty((n, n_k)) for name in METRICS}
-    ranking_metrics_kernel(
-        rec_codes, rel_indptr, rel_codes, ks, out["recall"], out["mrr"], out["ndcg"]
-    )
-    return {
-        f"{name}@{k}": out[name][:, q] for name in names for q, k in enumerate(ks.tolist())
-    }
+    return metrics_of_codes(rec_codes, rel_indptr, rel_codes, ks_arr, names)
 
 
 @validate_params(

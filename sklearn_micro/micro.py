@@ -13,17 +13,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._gibbs import MIN_PARTITION_WORK, build_layout, partitions_for, run_chain
+from ._gibbs import MIN_PARTITION_WORK, build_layout, run_chain
 from ._held_out import TrainingLog, select_personal_weight, select_phi_decay
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
-from ._kernels.selection import fill_remainder
-from ._kernels.topm import (
-    group_by_interest,
-    mixture_topm,
-    personal_topm,
-    retrieval_phi,
-)
+from ._kernels.topm import mixture_topm, personal_topm
 from ._log import (
     EngagementLog,
     Vocabulary,
@@ -36,7 +30,10 @@ from ._micro_state import (
     ChunkSupports,
     LatestChunk,
     carried_chunks,
+    chunk_item_mixtures,
     counts_csr,
+    fill_by_popularity,
+    grouped_chunk,
     grown_supports,
     interest_weights,
     latest_chunk,
@@ -49,7 +46,7 @@ from ._micro_state import (
 )
 from ._online import MiCROOnline, recent_with_history
 from ._parallel import resolve_n_jobs
-from .base import RecommenderMixin, SeenItems, csr_rows
+from .base import RecommenderMixin, SeenItems
 
 __all__ = ["MiCRO"]
 
@@ -497,17 +494,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
         self.n_unassigned_ = {**self.n_unassigned_, chunk: int((~assignable).sum())}
 
-    def _chain_threads(self, log: EngagementLog) -> int:
-        """About how many threads `partial_fit` samples the chunk ``log`` on: the
-        partitions (`_gibbs.n_partitions`) of the support entries a sweep visits, counted
-        from the supports the chunk's users carry (a user new to the model, whose support
-        the chunk makes, counts none)."""
-        user = self.user_ids_.lookup(log.user, name="users")
-        size = np.diff(self.support_indptr_)
-        known = user[(user >= 0) & (user < size.shape[0])]
-        return partitions_for(int(size[known].sum()), resolve_n_jobs(self.n_jobs),
-                              self.min_partition_work)
-
     def _commit_chunk(self, chunk, engagements, supports, layout, counts, item_interest):
         """Move the model to ``chunk``: users' counts, the supports of users that had none,
         item interests, seen items, users' recent items and ``phi``."""
@@ -622,23 +608,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
                                             within=within)[:2]
         return self._rank_mixtures(indptr, k, theta, m, seen, chunk=chunk)
 
-    def _fill_by_popularity(self, items, scores, n_filled, indptr, base, seen, chunk=None):
-        """Fill the slots `mixture_topm` left (`fill_remainder`) with the latest chunk's
-        items by popularity: scored by their share for users without interests, by
-        ``base`` alone for the others."""
-        chunk = self._grouped_chunk() if chunk is None else chunk
-        pop_order = chunk["items"][chunk["popular_order"]]
-        unseen = np.diff(indptr) == 0
-        share = chunk["share"][chunk["popular_order"]]
-        for rows, pop_score in ((~unseen, np.zeros_like(share)), (unseen, share)):
-            if rows.any():
-                sub_i, sub_s = items[rows], scores[rows]
-                sub_ptr, pos = csr_rows(seen[0], np.flatnonzero(rows))
-                fill_remainder(sub_i, sub_s, n_filled[rows], pop_order, pop_score, base[rows],
-                               sub_ptr, seen[1][pos])
-                items[rows], scores[rows] = sub_i, sub_s
-        return items, scores
-
     def recommend_with_paper(self, users, m: int = 100, *, exclude_seen: bool = False):
         """`recommend` of this model and of its `paper_model`, in one call.
 
@@ -709,31 +678,23 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
         items, scores, p_items, p_scores, p_filled = self._recommend_personal(
             user_index, int(m), seen, indptr, k, weight, base, paper=True)
-        p_items, p_scores = self._fill_by_popularity(p_items, p_scores, p_filled, indptr, base,
-                                                     seen)
+        p_items, p_scores = fill_by_popularity(p_items, p_scores, p_filled, indptr, base, seen,
+                                               self._grouped_chunk())
         return ((self._external_items(items), scores),
                 (self._external_items(p_items), p_scores))
 
     def _grouped_chunk(self) -> dict:
-        """The latest chunk as the top-m kernels take it: ``phi`` pruned to
-        ``phi_min_count`` (`retrieval_phi`) and the items numbered interest by interest
-        (`group_by_interest`); made once per chunk and setting, not saved. Under
+        """The latest chunk as the top-m kernels take it (`grouped_chunk`, ``phi`` pruned
+        to ``phi_min_count``); made once per chunk and setting, not saved. Under
         ``"paper"`` `recommend_with_paper` keeps the `paper_model` it ranks with, when it
         ranks apart."""
         cache = self.__dict__.get("_grouped")
         min_count = float(self.phi_min_count)
         if cache is None or cache["of"] is not self.phi_item_ or cache["min_count"] != min_count:
-            phi_indptr, phi_item, phi_count = retrieval_phi(
-                self.phi_indptr_, self.phi_item_, self.phi_count_, min_count)
-            order, local_of, phi_item, phi_count = group_by_interest(
-                phi_indptr, phi_item, phi_count, self.chunk_items_.shape[0])
-            item_count = self.chunk_item_count_[order]
-            cache = {"of": self.phi_item_, "min_count": min_count, "phi_indptr": phi_indptr,
-                     "phi_item": phi_item, "phi_count": phi_count,
-                     "item_count": item_count,
-                     "share": item_count / self.chunk_item_count_.sum(),
-                     "items": self.chunk_items_[order], "local_of": local_of,
-                     "popular_order": local_of[self.popular_order_]}
+            cache = grouped_chunk(self.phi_indptr_, self.phi_item_, self.phi_count_,
+                                  self.chunk_items_, self.chunk_item_count_,
+                                  self.popular_order_, min_count)
+            cache.update({"of": self.phi_item_, "min_count": min_count})
             self._grouped = cache
         return cache
 
@@ -774,7 +735,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
                 indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
                 chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
                 threads)
-        return self._fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)
+        return fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)
 
     # ---------------------------------------------------------- mixtures
 
@@ -817,17 +778,5 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         """
         check_is_fitted(self, "support_indptr_")
         index = self.item_ids_.lookup(np.atleast_1d(as_ids(items, name="items")), name="items")
-        K = self.n_interests_
-        k = np.repeat(np.arange(K), np.diff(self.phi_indptr_))
-        by_item = sp.csr_matrix(
-            (self.phi_count_, (self.phi_item_, k)), shape=(self.chunk_items_.shape[0], K))
-        local = np.searchsorted(self.chunk_items_, index)
-        local = np.minimum(local, max(self.chunk_items_.shape[0] - 1, 0))
-        present = (index >= 0) & (self.chunk_items_[local] == index)
-        select = sp.csr_matrix(
-            (np.ones(int(present.sum())), (np.flatnonzero(present), local[present])),
-            shape=(index.shape[0], self.chunk_items_.shape[0]))
-        out = (select @ by_item).tocsr()
-        sums = np.asarray(out.sum(axis=1)).ravel()
-        scale = np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
-        return sp.csr_matrix(sp.diags(scale) @ out)
+        return chunk_item_mixtures(self.phi_indptr_, self.phi_item_, self.phi_count_,
+                                   self.chunk_items_, index, self.n_interests_)

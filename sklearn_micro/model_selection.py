@@ -16,20 +16,13 @@ from sklearn.model_selection import BaseCrossValidator
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._dask import score_chunk_on_cluster
-from ._kernels.metrics import relevant_codes
+from ._chunk_scores import chunk_points
 from ._log import EngagementLog, check_log, chunk_column, iter_chunks
-from ._parallel import active_client
 from ._rolling_report import MetricSums, RollingReport
-from .base import unique_pairs
-from .metrics import METRICS, _metrics_of_codes
+from .metrics import METRICS
 
 __all__ = ["ChunkSplit", "RollingEvaluation", "RollingReport", "RollingScorer",
            "make_rolling_scorer", "rolling_evaluate"]
-
-# users per recommend call during the rolling evaluation
-_USER_BLOCK = 1 << 14
-
 
 class ChunkSplit(BaseCrossValidator):
     """Forward-in-time folds over the chunks of an engagement log.
@@ -194,97 +187,6 @@ def _check_m_values(m_values) -> np.ndarray:
     if values.size == 0 or values.dtype.kind not in "iu" or values[0] < 1:
         raise ValueError(f"m_values must be integers >= 1; got {m_values!r}.")
     return values.astype(np.int64)
-
-
-def _is_warm(recommender, users: np.ndarray) -> np.ndarray:
-    """Whether each user has engagements the recommender has taken."""
-    index = recommender.user_ids_.lookup(users, name="users")
-    return recommender.seen_items_.has_user(index)
-
-
-def _chunk_points(recommender, log: EngagementLog, ks: np.ndarray, exclude_seen: bool):
-    """Users, warmth, relevant counts and metrics of one test chunk; the users are scored
-    by blocks on the workers inside joblib's Dask backend (`sklearn_micro._dask`)."""
-    users, items, n_relevant, indptr, i = _chunk_relevant(log)
-    warm = _is_warm(recommender, users)
-    client = active_client()
-    if client is not None:
-        scores = score_chunk_on_cluster(client, recommender, users, items, indptr, i, ks,
-                                        exclude_seen, _block_scores, chunk=int(log.chunk[0]),
-                                        max_users=_USER_BLOCK)
-        return users, warm, n_relevant, scores
-    (scores,) = _scores_by_blocks(
-        users, items, indptr, i, ks,
-        lambda block: (recommender.recommend(block, int(ks[-1]), exclude_seen=exclude_seen),))
-    return users, warm, n_relevant, scores
-
-
-def _chunk_relevant(log: EngagementLog):
-    """A chunk's users and items (sorted), each user's number of relevant items, and the
-    CSR (``indptr``, ``i``) of their positions among the items."""
-    users, user_code = np.unique(log.user, return_inverse=True)
-    items, item_code = np.unique(log.item, return_inverse=True)
-    u, i = unique_pairs(user_code.ravel(), item_code.ravel())
-    n_relevant = np.bincount(u, minlength=users.shape[0])
-    indptr = np.zeros(users.shape[0] + 1, np.int64)
-    np.cumsum(n_relevant, out=indptr[1:])
-    return users, items, n_relevant, indptr, i
-
-
-def _paired_chunk_points(model, log: EngagementLog, ks: np.ndarray, exclude_seen: bool):
-    """`_chunk_points` of a `MiCRO` and of its `MiCRO.paper_model` together: each block of
-    users ranked for both by `MiCRO.recommend_with_paper` (inside joblib's Dask backend,
-    each model's users by blocks on the workers). Returns the model's points, then the
-    paper's model's (the same users and warmth: the two share their state)."""
-    if active_client() is not None:
-        paper_points = _chunk_points(model.paper_model(), log, ks, exclude_seen)
-        return _chunk_points(model, log, ks, exclude_seen), paper_points
-    users, items, n_relevant, indptr, i = _chunk_relevant(log)
-    warm = _is_warm(model, users)
-    both = _scores_by_blocks(
-        users, items, indptr, i, ks,
-        lambda block: model.recommend_with_paper(block, int(ks[-1]),
-                                                 exclude_seen=exclude_seen))
-    return tuple((users, warm, n_relevant, scores) for scores in both)
-
-
-def _scores_by_blocks(users, items, indptr, i, ks, rank) -> tuple[dict, ...]:
-    """The metrics of each of the lists ``rank(block)`` gives for the ``users`` (a tuple
-    of ``(items, scores)``, one per recommender), ranked `_USER_BLOCK` users at a time
-    against their relevant items (`_chunk_relevant`); one dict of metric arrays per list."""
-    parts: list[dict[str, list]] = []
-    for lo in range(0, users.shape[0], _USER_BLOCK):
-        hi = min(users.shape[0], lo + _USER_BLOCK)
-        lists = rank(users[lo:hi])
-        parts = parts or [{} for _ in lists]
-        for part, (rec_items, rec_scores) in zip(parts, lists, strict=True):
-            block = _list_scores(rec_items, rec_scores, items, indptr[lo : hi + 1] - indptr[lo],
-                                 i[indptr[lo] : indptr[hi]].astype(np.int64), ks)
-            for name, value in block.items():
-                part.setdefault(name, []).append(value)
-    return tuple({name: np.concatenate(values) for name, values in part.items()}
-                 for part in parts)
-
-
-def _block_scores(recommender, users, items, relevant_indptr, relevant, ks, exclude_seen):
-    """The metrics of a block of users: their top ``max(ks)`` against their relevant items,
-    given as positions in the sorted ``items``."""
-    rec_items, rec_scores = recommender.recommend(users, int(ks[-1]), exclude_seen=exclude_seen)
-    return _list_scores(rec_items, rec_scores, items, relevant_indptr, relevant, ks)
-
-
-def _list_scores(rec_items, rec_scores, items, relevant_indptr, relevant, ks):
-    """The metrics of top-m lists against the users' relevant items (`_block_scores`)."""
-    if rec_items.dtype.kind in "iu" and items.dtype.kind in "iu":
-        # numeric ids: each recommended item is looked up among its user's few relevant ones
-        codes = np.empty(rec_items.shape, np.int64)
-        relevant_codes(rec_items.astype(np.int64, copy=False), rec_scores, relevant_indptr,
-                       items[relevant].astype(np.int64, copy=False), relevant, codes)
-    else:
-        pos = np.minimum(np.searchsorted(items, rec_items), items.shape[0] - 1)
-        found = (items[pos] == rec_items) & np.isfinite(rec_scores)
-        codes = np.where(found, pos, -1).astype(np.int64)
-    return _metrics_of_codes(codes, relevant_indptr, relevant, ks)
 
 
 def rolling_evaluate(
@@ -467,7 +369,7 @@ class RollingEvaluation:
         _one_chunk(log)
         self.check_chunk(int(log.chunk[0]))
         recommender = _final_recommender(self.estimator)
-        points = _chunk_points(recommender, log, self.ks, self.exclude_seen)
+        points = chunk_points(recommender, log, self.ks, self.exclude_seen)
         return self.record(log, points, log if X is None else X, learn=learn)
 
     def record(self, log: EngagementLog, points, X=None, *, learn: bool = True) -> int:

@@ -299,7 +299,7 @@ def test_ann_rejects_misshaped_vectors():
 
 
 def test_ann_exact_search_is_blocked_and_exact(monkeypatch):
-    import sklearn_micro.baselines as baselines
+    import sklearn_micro._exact_search as exact_search
 
     rng = np.random.default_rng(0)
     n_users, n_items, d = 50, 300, 6
@@ -308,8 +308,8 @@ def test_ann_exact_search_is_blocked_and_exact(monkeypatch):
     X = embedded(rows, vectors)
     rec = ANNRecommender(method="exact").fit(X)
     expected = rec.recommend(np.arange(n_users), 20)
-    monkeypatch.setattr(baselines, "_ITEM_BLOCK", 7)
-    monkeypatch.setattr(baselines, "_BLOCK_SCORES", 30)
+    monkeypatch.setattr(exact_search, "ITEM_BLOCK", 7)
+    monkeypatch.setattr(exact_search, "BLOCK_SCORES", 30)
     got = rec.recommend(np.arange(n_users), 20)
     assert_array_equal(got[0], expected[0])
     assert_array_equal(got[1], expected[1])
@@ -348,8 +348,8 @@ def test_exact_top_m_equals_brute_force_with_near_ties(seed, n_q, n_c, m, item_b
     seen = [np.sort(rng.choice(candidates, rng.integers(0, n_c + 1), replace=False))
             for _ in range(n_q)]
     check_exact_top_m(queries, vectors, candidates, tie_key, seen, m,
-                      _ITEM_BLOCK=item_block, _BLOCK_SCORES=2 * item_block,
-                      _BUFFERED=buffered, CUT_SAMPLE=sample)
+                      ITEM_BLOCK=item_block, BLOCK_SCORES=2 * item_block,
+                      BUFFERED=buffered, CUT_SAMPLE=sample)
 
 
 def test_exact_top_m_with_an_unlucky_sample_takes_the_candidates_below_the_guess():
@@ -365,7 +365,7 @@ def test_exact_top_m_with_an_unlucky_sample_takes_the_candidates_below_the_guess
     tie_key = rng.permutation(n_c).astype(np.int64)
     seen = [np.zeros(0, np.int64)] * n_q
     check_exact_top_m(queries, vectors, candidates, tie_key, seen, m,
-                      _ITEM_BLOCK=n_c, _BLOCK_SCORES=n_c, CUT_SAMPLE=sample)
+                      ITEM_BLOCK=n_c, BLOCK_SCORES=n_c, CUT_SAMPLE=sample)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
@@ -383,10 +383,10 @@ def test_exact_top_m_keeps_a_score_that_overflows_float32(sample):
 
 
 def check_exact_top_m(queries, vectors, candidates, tie_key, seen, m, **settings):
-    """`_exact_top_m` with the module's ``settings`` equals a brute-force ranking of
+    """`exact_top_m` with the module's ``settings`` equals a brute-force ranking of
     float64 sums in the kernel's order (rounded to float32, ties to the lower tie key),
     each user's ``seen`` items left out."""
-    import sklearn_micro.baselines as baselines
+    import sklearn_micro._exact_search as exact_search
 
     n_q, d = queries.shape
     seen_indptr = np.concatenate(([0], np.cumsum([s.size for s in seen]))).astype(np.int64)
@@ -394,15 +394,15 @@ def check_exact_top_m(queries, vectors, candidates, tie_key, seen, m, **settings
     out_items = np.full((n_q, m), -1, np.int64)
     out_scores = np.full((n_q, m), -np.inf, np.float32)
     out_n = np.zeros(n_q, np.int64)
-    old = {name: getattr(baselines, name) for name in settings}
+    old = {name: getattr(exact_search, name) for name in settings}
     try:
         for name, value in settings.items():
-            setattr(baselines, name, value)
-        baselines._exact_top_m(queries, vectors, candidates, tie_key, seen_indptr,
-                               seen_items, out_items, out_scores, out_n, n_threads=2)
+            setattr(exact_search, name, value)
+        exact_search.exact_top_m(queries, vectors, candidates, tie_key, seen_indptr,
+                                 seen_items, out_items, out_scores, out_n, n_threads=2)
     finally:
         for name, value in old.items():
-            setattr(baselines, name, value)
+            setattr(exact_search, name, value)
     lanes = np.zeros((4, n_q, vectors.shape[0]))
     for k in range(d):  # the kernel's order of summation: four lanes, then pairs
         lanes[k % 4] += queries[:, k, None].astype(np.float64) * vectors[None, :, k]

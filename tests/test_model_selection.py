@@ -9,6 +9,7 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.pipeline import Pipeline
 
+import sklearn_micro._chunk_scores as _chunk_scores
 import sklearn_micro._rolling_report as _rolling_report
 import sklearn_micro.model_selection as model_selection
 from sklearn_micro._log import check_log
@@ -179,7 +180,7 @@ def test_rolling_evaluate_blocks_users(monkeypatch):
     X_train, X_test = make_log(as_frame=True)
     rec = PopularityRecommender(window=2).fit(X_train)
     expected = rolling_evaluate(rec, X_test).points
-    monkeypatch.setattr(model_selection, "_USER_BLOCK", 3)
+    monkeypatch.setattr(_chunk_scores, "USER_BLOCK", 3)
     pd.testing.assert_frame_equal(rolling_evaluate(rec, X_test).points, expected)
 
 
@@ -508,9 +509,9 @@ def test_report_per_user_with_string_ids_of_growing_length():
 @pytest.mark.parametrize("method", ["exact", pytest.param("nndescent", marks=pytest.mark.slow)])
 def test_ann_in_parallel_gives_the_same_report(method, monkeypatch):
     # small user blocks, so the exact search spreads blocks over threads
-    import sklearn_micro.baselines as baselines
+    import sklearn_micro._exact_search as exact_search
 
-    monkeypatch.setattr(baselines, "_BLOCK_SCORES", 64)
+    monkeypatch.setattr(exact_search, "BLOCK_SCORES", 64)
     X_train, X_test = make_log(as_frame=True)
     reports = []
     for n_jobs in (1, 2):

@@ -556,7 +556,7 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
     with monkeypatch.context() as patch:
         patch.setattr(MiCRO, "partial_fit", failing_fit)
         if fails == "scoring":
-            patch.setattr(experiment, "_paired_chunk_points", failing_points)
+            patch.setattr(experiment, "paired_chunk_points", failing_points)
         with pytest.raises(RuntimeError, match=f"{fails} failed"):
             shared.step(chunk)
     _assert_kept_and_carries_on(shared, model, before, rng_state, chunk, reference)
@@ -585,7 +585,7 @@ INTERRUPTED_RUN = textwrap.dedent("""
 
     signal.signal(signal.SIGINT, on_sigint)
     partial_fit = MiCRO.partial_fit
-    chunk_points = experiment._paired_chunk_points
+    chunk_points = experiment.paired_chunk_points
 
     def waiting_fit(self, X, y=None):
         if not scored.wait(120):
@@ -601,7 +601,7 @@ INTERRUPTED_RUN = textwrap.dedent("""
         return points
 
     MiCRO.partial_fit = waiting_fit
-    experiment._paired_chunk_points = counted_points
+    experiment.paired_chunk_points = counted_points
     try:
         shared.step(chunk)
     except KeyboardInterrupt:
@@ -609,7 +609,7 @@ INTERRUPTED_RUN = textwrap.dedent("""
     else:
         sys.exit("shared.step was not interrupted")
     MiCRO.partial_fit = partial_fit
-    experiment._paired_chunk_points = chunk_points
+    experiment.paired_chunk_points = chunk_points
     test_resume._assert_kept_and_carries_on(shared, model, before, rng_state, chunk,
                                             reference)
     print("kept and carried on", flush=True)

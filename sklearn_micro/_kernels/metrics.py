@@ -94,3 +94,17 @@ def relevant_codes(recommended, scores, rel_indptr, rel_ids, rel_codes, out):
             a = lower_bound(rel_ids, lo, hi, it)
             if a < hi and rel_ids[a] == it:
                 out[r, j] = rel_codes[a]
+
+
+def metrics_of_codes(rec_codes, rel_indptr, rel_codes, ks, names) -> dict:
+    """`sklearn_micro.metrics.ranking_metrics` on item codes (relevant codes sorted and
+    distinct per row): ``{"<name>@<k>": ndarray of shape (n_rows,)}`` for each of
+    ``names`` (among "recall", "mrr", "ndcg") and each cut-off of ``ks`` (int64, sorted)."""
+    n, n_k = rec_codes.shape[0], ks.shape[0]
+    out = {name: np.empty((n, n_k)) for name in ("recall", "mrr", "ndcg")}
+    ranking_metrics_kernel(
+        rec_codes, rel_indptr, rel_codes, ks, out["recall"], out["mrr"], out["ndcg"]
+    )
+    return {
+        f"{name}@{k}": out[name][:, q] for name in names for q, k in enumerate(ks.tolist())
+    }

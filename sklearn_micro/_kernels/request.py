@@ -4,7 +4,7 @@ import numpy as np
 from numba import njit, prange
 
 from .selection import ZERO, drain, is_seen, lower_bound, offer
-from .topm import _max_row, _scatter
+from .topm import max_row_length, scatter_row
 
 
 @njit(cache=True)
@@ -52,7 +52,7 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
     the row's order of interests), and ``lam * r_w`` for a recent item outside the chunk:
     `personal_topm`'s arithmetic, and with ``lam`` 0 `mixture_topm`'s and
     `fill_remainder`'s, so the scores are those `recommend` gives. A row's ``x`` come from
-    its interests scattered into a scratch of the chunk's items (`_scatter`), or, where
+    its interests scattered into a scratch of the chunk's items (`scatter_row`), or, where
     its candidates are few beside its interests' entries, from binary searches. A
     candidate the row does not rank (outside the chunk and not recent) or seen
     (``seen_items[seen_indptr[r]:seen_indptr[r+1]]``, sorted) is left out. Ties go to the
@@ -74,7 +74,7 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
         touched = np.empty(n_local + 1, np.int32)
         # candidates already offered: local items of the chunk, and recent items outside it
         offered = np.zeros(n_local, np.uint8)
-        offered_recent = np.zeros(_max_row(r_ptr), np.uint8)
+        offered_recent = np.zeros(max_row_length(r_ptr), np.uint8)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             keep = 1.0 - lam[r]
             lo = seen_indptr[r]
@@ -83,7 +83,7 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
             scatter = _row_entries(r, q_ptr, q_k, phi_ptr) < 4 * n_q * (cand_hi[r] - cand_lo[r])
             nt = ZERO
             if scatter:
-                nt = _scatter(r, q_ptr, q_k, q_w, starts, ends, phi_item, phi_cnt, acc,
+                nt = scatter_row(r, q_ptr, q_k, q_w, starts, ends, phi_item, phi_cnt, acc,
                               touched)
             size = ZERO
             for c in range(cand_lo[r], cand_hi[r]):

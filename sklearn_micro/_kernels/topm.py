@@ -29,7 +29,7 @@ RANGE_ROWS = 8
 
 
 @njit(cache=True)
-def _scatter(r, q_ptr, q_k, q_w, starts, ends, phi_item, phi_cnt, acc, touched):
+def scatter_row(r, q_ptr, q_k, q_w, starts, ends, phi_item, phi_cnt, acc, touched):
     """Add row r's ``q_w[k] * phi_cnt[k, li]`` into ``acc`` (zero on entry) and list the
     local items it touched, once each, in ``touched``; returns their number. The entries of
     interest k read are ``starts[k]`` to ``ends[k]`` (rows of `_range_pointers`).
@@ -59,7 +59,7 @@ def _range_pointers(phi_ptr, phi_item, n_local, range_items):
 
     With more than one range, each interest's entries must be in increasing local item,
     as `group_by_interest` orders them; rows ``j`` and ``j + 1`` are then the entries of
-    range j, `_scatter`'s ``starts`` and ``ends``.
+    range j, `scatter_row`'s ``starts`` and ``ends``.
     """
     n_k = phi_ptr.shape[0] - 1
     n_ranges = max(1, (n_local + range_items - 1) // range_items)
@@ -301,7 +301,7 @@ def _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr,
     range of ``ranges`` (`_range_pointers`) is scattered into ``acc`` by every row of the
     block in turn, gathered and cleared, so that the part of ``acc`` written stays in the
     cache from row to row. Each item's sum adds its counts in the same order as a whole
-    `_scatter` (an item's entries all lie in its range): the same scores bit for bit.
+    `scatter_row` (an item's entries all lie in its range): the same scores bit for bit.
     """
     n_local = acc.shape[0]
     cand_start[0] = 0
@@ -315,7 +315,7 @@ def _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr,
     for j in range(ranges.shape[0] - 1):
         for r in range(r0, r1):
             i = r - r0
-            nt = _scatter(r, q_ptr, q_k, q_w, ranges[j], ranges[j + 1], phi_item, phi_cnt,
+            nt = scatter_row(r, q_ptr, q_k, q_w, ranges[j], ranges[j + 1], phi_item, phi_cnt,
                           acc, touched)
             for p in range(r_ptr[r + 1] - r_ptr[r]):
                 li = recent_local[i, p]
@@ -435,7 +435,8 @@ def _mark_unmarked(items, n, mark, old, new):
 
 
 @njit(cache=True)
-def _max_row(indptr):
+def max_row_length(indptr):
+    """The number of entries of the longest row of a CSR ``indptr``."""
     out = 0
     for r in range(indptr.shape[0] - 1):
         out = max(out, indptr[r + 1] - indptr[r])
@@ -498,7 +499,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     ranges = _range_pointers(phi_ptr, phi_item, n_local, range_items)
     n_rows = max(1, range_rows) if ranges.shape[0] > 2 else 1
     n_blocks = max(1, min(n, n_threads))
-    max_recent = _max_row(r_ptr)
+    max_recent = max_row_length(r_ptr)
     for b in prange(n_blocks):
         first = b * n // n_blocks
         last = (b + 1) * n // n_blocks
@@ -577,7 +578,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
         identity[li] = li
     whole = _range_pointers(phi_ptr, phi_item, n_local, max(n_local, 1))
     n_blocks = max(1, min(n, n_threads))
-    max_recent = _max_row(r_ptr)
+    max_recent = max_row_length(r_ptr)
     for b in prange(n_blocks):
         acc = np.zeros(n_local)
         mark = np.zeros(n_local, np.uint8)
