@@ -30,21 +30,26 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import joblib
 import numpy as np
-from _harness import fmt, header, load_average, log, planted_stream, table, warm_up
 from distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
 
-from sklearn_micro import MiCRO, SphericalKMeans
-from sklearn_micro import cluster as cluster_module
-from sklearn_micro import micro as micro_module
-from sklearn_micro._dask import recommend_on_cluster
-from sklearn_micro._gibbs import partition_layout
-from sklearn_micro._log import check_log
-from sklearn_micro.model_selection import RollingEvaluation
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+from _harness import fmt, header, load_average, log, planted_stream, table, warm_up  # noqa: E402
+
+from sklearn_micro import MiCRO, SphericalKMeans  # noqa: E402
+from sklearn_micro import cluster as cluster_module  # noqa: E402
+from sklearn_micro import micro as micro_module  # noqa: E402
+from sklearn_micro._dask import recommend_on_cluster  # noqa: E402
+from sklearn_micro._gibbs import partition_layout  # noqa: E402
+from sklearn_micro._log import check_log  # noqa: E402
+from sklearn_micro.model_selection import RollingEvaluation  # noqa: E402
 
 FULL = dict(users=200_000, train=3_000_000, test=1_500_000, items=68_000, interests=5000,
             sweeps=10, rows=200_000, dims=128, clusters=1000, iterations=10, repeats=3)
