@@ -90,7 +90,7 @@ def test_trusted_types_cover_every_fitted_model(fitted, tmp_path):
 def test_untrusted_types_are_refused_by_name(tmp_path):
     model = Pipeline([("embed", FixedEmbedder()), ("pop", PopularityRecommender())])
     path = dump(model.fit(X_TRAIN), tmp_path / "model.skops")
-    name = "sklearn_micro.utils.estimator_checks.FixedEmbedder"
+    name = f"{FixedEmbedder.__module__}.{FixedEmbedder.__qualname__}"
     with pytest.raises(ValueError, match=rf"not trusted: \['{re.escape(name)}'\]"):
         load(path)
     restored = load(path, trusted=[name])
