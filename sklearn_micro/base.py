@@ -24,6 +24,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
+from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._dask import recommend_on_cluster
@@ -33,8 +34,8 @@ from ._parallel import active_client
 from ._request import Request, allowed_top_m, parse_request, removed_items
 from .persistence import unversioned_state, versioned_state
 
-__all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "key_ranges",
-           "ranges_csr", "unique_pairs"]
+__all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "final_step",
+           "key_ranges", "partial_fit_through", "ranges_csr", "unique_pairs"]
 
 # m may exceed the number of items known (the rows are padded) up to this many slots
 MAX_PADDED_M = 10_000
@@ -354,6 +355,24 @@ class RecommenderMixin:
         out[valid] = ids[items[valid]]
         return out
 
+
+
+def final_step(estimator):
+    """The estimator that answers for ``estimator``: itself, or a Pipeline's last step."""
+    return estimator[-1] if isinstance(estimator, Pipeline) else estimator
+
+
+def partial_fit_through(estimator, X) -> None:
+    """``partial_fit`` of a recommender, or of a Pipeline ending in one: ``X`` transformed
+    by every other step (``None`` and ``"passthrough"`` steps skipped), then taken by the
+    last step's ``partial_fit``."""
+    if not isinstance(estimator, Pipeline):
+        estimator.partial_fit(X)
+        return
+    for _, step in estimator.steps[:-1]:
+        if step is not None and not (isinstance(step, str) and step == "passthrough"):
+            X = step.transform(X)
+    estimator[-1].partial_fit(X)
 
 
 def unique_pairs(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

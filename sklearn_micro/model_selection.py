@@ -13,12 +13,12 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.model_selection import BaseCrossValidator
-from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._chunk_scores import chunk_points
 from ._log import EngagementLog, check_log, chunk_column, iter_chunks
 from ._rolling_report import MetricSums, RollingReport
+from .base import final_step, partial_fit_through
 from .metrics import METRICS
 
 __all__ = ["ChunkSplit", "RollingEvaluation", "RollingReport", "RollingScorer",
@@ -150,7 +150,7 @@ class ChunkSplit(BaseCrossValidator):
 
 def _final_recommender(estimator):
     """The recommender answering for ``estimator``: itself or a Pipeline's last step."""
-    rec = estimator[-1] if isinstance(estimator, Pipeline) else estimator
+    rec = final_step(estimator)
     if not hasattr(rec, "recommend"):
         raise TypeError(
             "estimator must be a recommender (with recommend and partial_fit) or a Pipeline "
@@ -160,17 +160,7 @@ def _final_recommender(estimator):
     return rec
 
 
-def _partial_fit(estimator, X) -> None:
-    """``partial_fit`` of a recommender, or of a Pipeline: transform by all but its last step."""
-    if not isinstance(estimator, Pipeline):
-        estimator.partial_fit(X)
-        return
-    Xt = X
-    for _, step in estimator.steps[:-1]:
-        if step is None or (isinstance(step, str) and step == "passthrough"):
-            continue
-        Xt = step.transform(Xt)
-    estimator[-1].partial_fit(Xt)
+_partial_fit = partial_fit_through
 
 
 def _take_rows(X, rows: np.ndarray):

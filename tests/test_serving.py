@@ -11,8 +11,8 @@ from numpy.testing import assert_array_equal
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans, persistence
+from sklearn_micro.base import partial_fit_through as _partial_fit
 from sklearn_micro.baselines import PopularityRecommender
-from sklearn_micro.model_selection import _partial_fit
 from sklearn_micro.persistence import IncompatibleVersionError, dump
 from sklearn_micro.utils.estimator_checks import make_log
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sklearn.pipeline import Pipeline
 
+from ..base import final_step
 from .requests import (
     ExplainRequest,
     RecommendRequest,
@@ -30,7 +30,7 @@ def _kind(ids: np.ndarray) -> str:
 
 
 def _recommender(estimator):
-    rec = estimator[-1] if isinstance(estimator, Pipeline) else estimator
+    rec = final_step(estimator)
     if not hasattr(rec, "recommend") or not hasattr(rec, "item_ids_"):
         raise TypeError(
             f"the model must be a fitted recommender of sklearn-micro (MiCRO or a baseline) "

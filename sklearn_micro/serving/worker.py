@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..base import partial_fit_through
+
 UPDATE_NICENESS = 10
 
 
@@ -43,20 +45,8 @@ def _die_with_parent() -> None:
         pass
 
 
-def partial_fit(estimator, log) -> None:
-    """``partial_fit`` of a recommender, or of a Pipeline ending in one (its other steps
-    transform the chunk)."""
-    from sklearn.pipeline import Pipeline
-
-    if not isinstance(estimator, Pipeline):
-        estimator.partial_fit(log)
-        return
-    Xt = log
-    for _, step in estimator.steps[:-1]:
-        if step is None or step == "passthrough":
-            continue
-        Xt = step.transform(Xt)
-    estimator[-1].partial_fit(Xt)
+# the update step; a name of this module, so that tests can slow it down or make it fail
+partial_fit = partial_fit_through
 
 
 def update(base: Path, chunk_file: Path, tmp: Path, final: Path, fmt: str, parent: int,

@@ -84,10 +84,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.pipeline import Pipeline
 
 from .. import Vocabulary
-from ..base import SeenItems
+from ..base import SeenItems, final_step, partial_fit_through
 from ._check_logs import FixedEmbedder, make_log
 from ._check_logs import as_array as _as_array
 from ._check_logs import chunks as _chunks
@@ -110,17 +109,8 @@ SCORE_RTOL = 1e-5
 # -- the recommender under test --------------------------------------------------------------
 
 
-def _recommender(est):
-    """The recommender answering for ``est``: itself or a Pipeline's last step."""
-    return est[-1] if isinstance(est, Pipeline) else est
-
-
-def _partial_fit(est, X) -> None:
-    """``partial_fit`` of a recommender, or of a Pipeline: ``X`` transformed by all but its
-    last step."""
-    if isinstance(est, Pipeline):
-        X = est[:-1].transform(X)
-    _recommender(est).partial_fit(X)
+_recommender = final_step
+_partial_fit = partial_fit_through
 
 
 def _fitted(factory, X_train, X_next=None):
