@@ -327,3 +327,17 @@ def test_invariants(n, d, k, seed, integer):
     np.testing.assert_allclose(km.inertia_, D.min(axis=1).sum(), atol=1e-8)
     if not integer:
         np.testing.assert_array_equal(km.predict(X), km.labels_)
+
+
+@pytest.mark.parametrize("n_samples", [1, 7, 200, 1301])
+def test_auto_n_clusters_is_the_rule_of_thumb(n_samples):
+    X = np.random.default_rng(0).standard_normal((n_samples, 4))
+    km = SphericalKMeans(n_clusters="auto", random_state=0, max_iter=5).fit(X)
+    want = max(1, round(np.sqrt(n_samples / 2)))
+    assert km.n_clusters_ == want == km.cluster_centers_.shape[0]
+    assert km.transform(X).shape == (n_samples, want)
+    assert km.get_params()["n_clusters"] == "auto"
+    fixed = SphericalKMeans(n_clusters=1, random_state=0, max_iter=5).fit(X)
+    assert fixed.n_clusters_ == 1
+    with pytest.raises(InvalidParameterError, match="'n_clusters' parameter"):
+        SphericalKMeans(n_clusters="sqrt").fit(X)
