@@ -3,11 +3,12 @@
 Runs the rolling protocol (docs/evaluation.md) on Higgs (6-hour chunks, fit on 0..18),
 MovieLens (30-day chunks, fit on 0..249), the README's generated log (fit on 12 of 16
 chunks) and, where they are, fave-shaped logs of ``benchmarks/paper_scale.py``'s plain
-draw, for ``MiCRO()`` (its defaults), the paper's model (``personal=0, phi_decay=0``),
-each default alone, ANN, Popularity and RecentItems, and prints markdown tables:
+draw, for ``MiCRO()`` (its defaults; and with ``learned_by="mrr"``), the paper's model
+(``personal=0, popularity=0, phi_decay=0``), the learned blend and ``phi_decay`` alone,
+ANN, Popularity, RecentItems and ALS, and prints markdown tables:
 
 - recall@100 and MRR@100 of every method, and their ratios to the paper's model;
-- the ratios to the best of ANN and Popularity and to RecentItems;
+- the ratios to the best of the four baselines (chosen per metric) and to each of them;
 - the diagnosis: warm and cold users, the size of a warm user's support, the kind of
   relevant item (a repeat of the user's own, new in the chunk, engaged by anyone in the
   chunk before, older), the cut-off M.
@@ -40,6 +41,7 @@ from _harness import header, log, table  # noqa: E402
 from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans  # noqa: E402
 from sklearn_micro._log import check_log, iter_chunks  # noqa: E402
 from sklearn_micro.baselines import (  # noqa: E402
+    ALSRecommender,
     ANNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
@@ -56,6 +58,7 @@ from sklearn_micro.experiment import split_chunks  # noqa: E402
 M = 100
 CUTOFFS = (10, 50, 100)
 ITEM_KINDS = ("repeat", "new", "in chunk before", "older")
+BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
 FAVE_DIR = "/work/data-scale"
 
 
@@ -273,7 +276,7 @@ def embed_and_cluster(train, k_values, say):
 
 
 def run_log(spec: LogSpec, args, say):
-    """MiCRO's defaults (the personal weight chosen on held-out training chunks,
+    """MiCRO's defaults (the blend's weights chosen on held-out training chunks,
     phi_decay chosen), each of the two alone and the paper's model, against the
     baselines."""
     log = check_log(spec.load())
@@ -286,25 +289,31 @@ def run_log(spec: LogSpec, args, say):
     def fitted(**params):
         start = time.perf_counter()
         model = MiCRO(random_state=0, n_jobs=-1, **params).fit(base)
-        say(f"MiCRO({params}): personal_weight_ {model.personal_weight_:.3g}, phi_decay_ "
+        say(f"MiCRO({params}): personal_weight_ {model.personal_weight_:.3g}, "
+            f"popularity_weight_ {model.popularity_weight_:.3g}, phi_decay_ "
             f"{model.phi_decay_:g}, fit {time.perf_counter() - start:.1f} s")
         return model
 
-    paper = fitted(personal=0, phi_decay=0)
+    def blend(model):
+        return (f"personal {model.personal_weight_:.2g}, popularity "
+                f"{model.popularity_weight_:.2g}")
+
+    paper = fitted(personal=0, popularity=0, phi_decay=0)
     defaults = fitted()
-    personal_only = fitted(phi_decay=0)
-    decay_only = fitted(personal=0)
-    lam, decay = defaults.personal_weight_, defaults.phi_decay_
+    by_mrr = fitted(learned_by="mrr")
+    blend_only = fitted(phi_decay=0)
+    decay_only = fitted(personal=0, popularity=0)
+    decay = defaults.phi_decay_
     runners = [
         BaselineRunner("MiCRO (paper)", paper, support_source=True),
-        BaselineRunner(f"MiCRO() defaults: personal learned ({lam:.2g}), phi_decay auto "
-                       f"({decay:g})", defaults),
-        BaselineRunner(f"personal learned ({personal_only.personal_weight_:.2g}) only",
-                       personal_only),
+        BaselineRunner(f"MiCRO() defaults: {blend(defaults)}, phi_decay {decay:g}", defaults),
+        BaselineRunner(f"learned_by='mrr': {blend(by_mrr)}", by_mrr),
+        BaselineRunner(f"blend ({blend(blend_only)}) only", blend_only),
         BaselineRunner(f"phi_decay auto ({decay:g}) only", decay_only),
         BaselineRunner("ANN", ANNRecommender(random_state=0).fit(embedded)),
         BaselineRunner("Popularity", PopularityRecommender().fit(train)),
         BaselineRunner("RecentItems", RecentItemsRecommender().fit(train)),
+        BaselineRunner("ALS", ALSRecommender(64, random_state=0, n_jobs=-1).fit(train)),
     ]
     points = Points(Relevant(train, test))
     start = time.perf_counter()
@@ -331,22 +340,22 @@ def report(spec, points: Points, args, say):
     out.append(table(["method", "recall@100", "mrr@100", "recall / paper", "mrr / paper"],
                      rows))
     # targets for each MiCRO row against the baselines
-    out.append("\nRatios to the best of ANN and Popularity (window 1) and to RecentItems, "
-               "paired bootstrap:\n")
-    best_r = max(("ANN", "Popularity"), key=lambda n: stats[n][0][0])
-    best_q = max(("ANN", "Popularity"), key=lambda n: stats[n][1][0])
+    best_r = max(BASELINES, key=lambda n: stats[n][0][0])
+    best_q = max(BASELINES, key=lambda n: stats[n][1][0])
+    out.append(f"\nRatios to the best baseline of {', '.join(BASELINES)} on each metric "
+               f"(recall: {best_r}, MRR: {best_q}) and to each of them, paired bootstrap:\n")
     rows = []
     for name in names:
-        if name in ("ANN", "Popularity", "RecentItems"):
+        if name in BASELINES:
             continue
         r, q = stats[name]
-        rows.append([name, fmt_ratio(r, stats[best_r][0]), fmt_ratio(q, stats[best_q][1]),
-                     fmt_ratio(r, stats["RecentItems"][0]),
-                     fmt_ratio(q, stats["RecentItems"][1])])
-    out.append(table(["method", f"recall / {best_r}", f"mrr / {best_q}",
-                      "recall / RecentItems", "mrr / RecentItems"], rows))
+        rows.append([name, fmt_ratio(r, stats[best_r][0]), fmt_ratio(q, stats[best_q][1])]
+                    + [f"{fmt_ratio(r, stats[b][0])} / {fmt_ratio(q, stats[b][1])}"
+                       for b in BASELINES])
+    out.append(table(["method", f"recall / {best_r}", f"mrr / {best_q}"]
+                     + [f"/ {b} (recall / mrr)" for b in BASELINES], rows))
     # diagnosis
-    diag = [ref, *args.diagnose_rows(names), "ANN", "Popularity", "RecentItems"]
+    diag = [ref, *args.diagnose_rows(names), *BASELINES]
     diag = [d for i, d in enumerate(diag) if d in names and d not in diag[:i]]
     warm = points.point_warm
     out.append(f"\n### {spec.name}: diagnosis, warm and cold points (recall@100 / mrr@100)\n")

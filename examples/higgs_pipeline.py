@@ -68,7 +68,7 @@ def main(argv=None) -> float:
         ("interests", SphericalKMeans(n_clusters=args.k, random_state=0)),
         # the paper's exact model (MiCRO()'s defaults add the personal component and
         # phi_decay="auto"; docs/quality.md compares them)
-        ("micro", MiCRO(personal=0, phi_decay=0, random_state=0)),
+        ("micro", MiCRO(personal=0, popularity=0, phi_decay=0, random_state=0)),
     ]).fit(train)
     model = pipe[-1]
     print(f"fit: {time.perf_counter() - start:.1f} s\n")

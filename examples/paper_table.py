@@ -14,8 +14,8 @@ protocol on the test chunks (recommend for chunk t+1 with the state after chunk 
   folds of 12 chunks each at their end), unless ``--k-movielens`` is given.
 
 The methods are those of `sklearn_micro.experiment.METHODS`: "MiCRO" is ``MiCRO()`` with
-its defaults, "MiCRO (paper)" the paper's exact model (``personal=0, phi_decay=0``) on the
-same interests, then ANN, Popularity, RecentItems and ALS.
+its defaults, "MiCRO (paper)" the paper's exact model (``personal=0, popularity=0,
+phi_decay=0``) on the same interests, then ANN, Popularity, RecentItems and ALS.
 
 Printed per log: Recall, MRR and NDCG at 50 and 100 as the mean over all (user, chunk)
 points and as the per-user aggregate (each user's mean, then the mean over users), and the
@@ -68,7 +68,7 @@ def choose_k(train, k_values=(10, 25, 50, 100, 200)) -> int:
         ("interests", SphericalKMeans(random_state=0)),
         # the paper's exact model (MiCRO()'s defaults add the personal component and
         # phi_decay="auto"; docs/quality.md compares them)
-        ("micro", MiCRO(personal=0, phi_decay=0, random_state=0)),
+        ("micro", MiCRO(personal=0, popularity=0, phi_decay=0, random_state=0)),
     ])
     search = GridSearchCV(pipe, {"interests__n_clusters": list(k_values)},
                           cv=ChunkSplit(n_splits=2, test_chunks=12),

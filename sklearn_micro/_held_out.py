@@ -1,8 +1,9 @@
-"""MiCRO's held-out choice of ``phi_decay="auto"`` and ``personal="learned"`` at `fit`.
+"""MiCRO's held-out choice of ``phi_decay="auto"`` and of the blend's weights
+(``personal="learned"``, ``popularity="learned"``) at `fit`.
 
-Both settings act on retrieval alone. Each is chosen from a grid by ranking the last
+These settings act on retrieval alone. Each is chosen from a grid by ranking the last
 training chunks from what the chunks before them leave: `select_phi_decay` by the recall of
-decayed popularity, `select_personal_weight` by ranking as `MiCRO.recommend` does.
+decayed popularity, `select_blend_weights` by ranking as `MiCRO.recommend` does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ._micro_state import (
     counts_csr,
     interest_weights,
     latest_chunk,
+    popularity_weights,
     recent_distributions,
     recent_items,
     user_mixtures,
@@ -28,15 +30,16 @@ from ._micro_state import (
 from ._parallel import resolve_n_jobs
 from .base import csr_rows, unique_pairs
 
-__all__ = ["PERSONAL_GRID", "PHI_DECAY_GRID", "RECALL_KEPT", "TrainingLog",
-           "phi_decay_recalls", "select_personal_weight", "select_phi_decay", "top_m_mask"]
+__all__ = ["PERSONAL_GRID", "PHI_DECAY_GRID", "POPULARITY_GRID", "RECALL_KEPT", "TrainingLog",
+           "phi_decay_recalls", "select_blend_weights", "select_phi_decay", "top_m_mask"]
 
 # the values phi_decay="auto" chooses from
 PHI_DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
 
-# the weights personal="learned" chooses from, and the share of the held-out recall of
-# weight 0 that the chosen one keeps at least
+# the weights personal="learned" and popularity="learned" choose from, and the share of
+# the held-out recall of the smallest weights that the chosen ones keep at least
 PERSONAL_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75)
+POPULARITY_GRID = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 RECALL_KEPT = 0.99
 
 
@@ -57,23 +60,31 @@ class TrainingLog:
     n_interests: int
 
 
-def _held_out_personal_ranks(log: TrainingLog, c, previous, grid, *, alpha, beta, phi_decay,
-                             window, decay, min_count, m, max_users, n_threads):
+def _held_out_blend_ranks(log: TrainingLog, c, previous, grid, popularity_grid, *, alpha,
+                          beta, phi_decay, window, decay, min_count, m, max_users, n_threads):
     """The ranks `recommend` would give the items of chunk ``c`` with each personal weight
-    of ``grid``, from the state `fit` leaves on the chunks up to ``previous``, the one
-    before ``c`` (``log`` holds at least the chunks that state reads, and ``c``).
+    of ``grid`` and popularity weight of ``popularity_grid``, from the state `fit` leaves
+    on the chunks up to ``previous``, the one before ``c`` (``log`` holds at least the
+    chunks that state reads, and ``c``).
 
-    Only the users of chunk ``c`` with a recent item (an engagement in the ``window``
-    chunks up to ``previous``) are ranked, since the weight changes nothing for the
-    others; at most ``max_users`` of them, evenly spread over their indices. Returns their
-    numbers of relevant items and `personal_ranks`' hits and ranks, or None if there are
-    none.
+    Only the users of chunk ``c`` whose score a weight changes are ranked: those with a
+    recent item (an engagement in the ``window`` chunks up to ``previous``), and, when a
+    popularity weight is not 0, those with an engagement before ``c``; at most
+    ``max_users`` of them, evenly spread over their indices. Returns their numbers of
+    relevant items and `personal_ranks`' hits and ranks, of shape (users, popularity
+    weights, personal weights), or None if there are none.
     """
     now = log.chunk == c
     before = (log.chunk <= previous) & (log.chunk > previous - window)
     n_users = log.support_indptr.shape[0] - 1
     has_recent = np.zeros(n_users, bool)
     has_recent[log.user[before]] = True
+    if any(w > 0 for w in popularity_grid):
+        # a support left before c: the whole log's counts less those of c and after
+        total = np.bincount(np.repeat(np.arange(n_users), np.diff(log.support_indptr)),
+                            weights=log.support_count, minlength=n_users)
+        later = np.bincount(log.user[log.chunk >= c], minlength=n_users)
+        has_recent |= total > later
     pair_user, pair_item = unique_pairs(log.user[now], log.item[now])
     keep = has_recent[pair_user]
     pair_user, pair_item = pair_user[keep], pair_item[keep]
@@ -119,71 +130,77 @@ def _held_out_personal_ranks(log: TrainingLog, c, previous, grid, *, alpha, beta
                           decay ** (latest.chunk - log.chunk[mine]), users.shape[0])
     r_ptr, r_item, r_u = recent_distributions(recent[0], recent[1], recent[3],
                                               np.arange(users.shape[0]))
-    share_weight = (np.diff(indptr) == 0).astype(np.float64)
     share = latest.item_count / latest.item_count.sum()
     phi_indptr, phi_item, phi_count = retrieval_phi(latest.phi_indptr, latest.phi_item,
                                                     latest.phi_count, min_count)
-    hits, ranks = personal_ranks(
-        indptr, as_index(k, log.n_interests), weight, base, share_weight,
+    found = [personal_ranks(
+        indptr, as_index(k, log.n_interests), weight, base, popularity_weights(indptr, w),
         np.asarray(grid, np.float64), r_ptr, r_item, r_u, rel_ptr, pair_item, phi_indptr,
         phi_item, phi_count, latest.item_count, share, latest.items, latest.popular_order, m,
-        n_threads)
-    return np.diff(rel_ptr), hits, ranks
+        n_threads) for w in popularity_grid]
+    return (np.diff(rel_ptr), np.stack([f[0] for f in found], axis=1),
+            np.stack([f[1] for f in found], axis=1))
 
 
-def select_personal_weight(log: TrainingLog, grid=PERSONAL_GRID, *, alpha, beta,
-                           phi_decay, window, decay, min_count=0.0, last_chunks=4, m=100,
-                           max_users=4000, n_jobs=None):
-    """The personal weight of ``grid`` with the best held-out MRR@``m`` that costs no
-    held-out recall@``m``.
+def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
+                         popularity_grid=POPULARITY_GRID, *, alpha, beta, phi_decay, window,
+                         decay, min_count=0.0, metric="recall", last_chunks=4, m=100,
+                         max_users=4000, n_jobs=None):
+    """The personal weight of ``grid`` and popularity weight of ``popularity_grid`` with
+    the best held-out ``metric`` (``"mrr"`` or ``"recall"``, at ``m``) among those that
+    keep the recall of the smallest weights.
 
     Each of the last ``last_chunks`` chunks ``c`` of the training log (those with a chunk
     before them) is held out: the state `fit` leaves on the chunks before it (supports,
     ``phi`` of the chunk before under ``phi_decay``, recent items) ranks ``m`` items for
-    the users of chunk ``c`` with a recent item (at most ``max_users``, evenly spread),
-    with every weight, as `recommend` does. A weight scores the mean recall@``m`` and
-    MRR@``m`` over those (user, chunk) points; among the weights that keep at least
-    ``RECALL_KEPT`` of the recall of 0, the one with the best MRR wins, ties to the smaller
-    weight. The
-    weights must be below 1. Returns the weight and ``{weight: (recall, mrr)}``; 0 and
-    an empty dict when no chunk has such a point.
+    the users of chunk ``c`` whose score a weight changes (at most ``max_users``, evenly
+    spread; `_held_out_blend_ranks`), with every pair of weights, as `recommend` does. A
+    pair scores the mean recall@``m`` and MRR@``m`` over those (user, chunk) points; among
+    the pairs that keep at least ``RECALL_KEPT`` of the recall of the grids' first values
+    (the mixture alone when both start at 0), the one with the best ``metric`` wins (with
+    ``"recall"``, equal recalls go to the better MRR), then the smaller popularity weight,
+    then the smaller personal weight. The personal
+    weights must be below 1. Returns the pair and ``{(personal, popularity): (recall,
+    mrr)}``; the grids' first values and an empty dict when no chunk has such a point.
     """
+    first = (float(grid[0]), float(popularity_grid[0]))
     present = distinct(log.chunk)
     held_out = present[1:][-last_chunks:]
     previous = present[np.searchsorted(present, held_out) - 1]
-    recall = np.zeros(len(grid))
-    mrr = np.zeros(len(grid))
+    shape = (len(popularity_grid), len(grid))
+    recall, mrr = np.zeros(shape), np.zeros(shape)
     n_points = 0
     if held_out.shape[0] == 0:
-        return 0.0, {}
-    # only the chunks the held-out states read
+        return first, {}
+    # only the chunks the held-out states read (and every later one)
     reach = max(window - 1, carried_chunks(phi_decay))
     rows = log.chunk >= previous.min() - reach
     log = replace(log, user=log.user[rows], item=log.item[rows], chunk=log.chunk[rows],
                   z=log.z[rows])
     with numba_threads(resolve_n_jobs(n_jobs)) as threads:
         for c, before in zip(held_out, previous, strict=True):
-            found = _held_out_personal_ranks(
-                log, int(c), int(before), grid, alpha=alpha, beta=beta, phi_decay=phi_decay,
-                window=window, decay=decay, min_count=min_count, m=m, max_users=max_users,
-                n_threads=threads)
+            found = _held_out_blend_ranks(
+                log, int(c), int(before), grid, popularity_grid, alpha=alpha, beta=beta,
+                phi_decay=phi_decay, window=window, decay=decay, min_count=min_count, m=m,
+                max_users=max_users, n_threads=threads)
             if found is None:
                 continue
             n_relevant, hits, ranks = found
-            recall += (hits / n_relevant[:, None]).sum(axis=0)
+            recall += (hits / n_relevant[:, None, None]).sum(axis=0)
             mrr += np.divide(1.0, ranks, out=np.zeros(ranks.shape), where=ranks > 0).sum(axis=0)
             n_points += n_relevant.shape[0]
     if n_points == 0:
-        return 0.0, {}
+        return first, {}
     recall, mrr = recall / n_points, mrr / n_points
-    scores = {float(lam): (float(r), float(q)) for lam, r, q in zip(grid, recall, mrr,
-                                                                     strict=True)}
-    floor = RECALL_KEPT * scores[0.0][0] if 0.0 in scores else -np.inf
-    best, best_mrr = 0.0, -np.inf
-    for lam in sorted(scores):
-        r, q = scores[lam]
-        if r >= floor and q > best_mrr:
-            best, best_mrr = lam, q
+    scores = {(float(lam), float(w)): (float(recall[j, g]), float(mrr[j, g]))
+              for j, w in enumerate(popularity_grid) for g, lam in enumerate(grid)}
+    floor = RECALL_KEPT * scores[first][0]
+    best, best_score = first, (-np.inf,)
+    for lam, w in sorted(scores, key=lambda pair: (pair[1], pair[0])):
+        r, q = scores[lam, w]
+        score = (q,) if metric == "mrr" else (r, q)
+        if r >= floor and score > best_score:
+            best, best_score = (lam, w), score
     return best, scores
 
 

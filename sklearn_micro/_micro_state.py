@@ -268,6 +268,12 @@ def interest_weights(indptr, k, theta, beta, latest: LatestChunk):
     return weight, base
 
 
+def popularity_weights(indptr, weight: float) -> np.ndarray:
+    """Each row's weight of the latest chunk's popularity share in its score: ``weight``
+    for a row with interests, 1 for a row without (scored by popularity alone)."""
+    return np.where(np.diff(indptr) == 0, 1.0, float(weight))
+
+
 def grouped_chunk(phi_indptr, phi_item, phi_count, chunk_items, chunk_item_count,
                   popular_order, min_count: float) -> dict:
     """The latest chunk as the top-m kernels take it: ``phi`` pruned to ``min_count``

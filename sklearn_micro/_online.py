@@ -7,13 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
 from ._kernels.request import candidate_topm
 from ._log import as_ids
-from ._micro_state import LatestChunk, interest_weights
+from ._micro_state import (
+    LatestChunk,
+    chunk_item_mixtures,
+    interest_weights,
+    popularity_weights,
+)
 from ._parallel import resolve_n_jobs
 from ._request import ItemLists, own_items, parse_request, removed_items, single_list
 from .base import csr_rows
@@ -26,14 +32,15 @@ __all__ = ["Explanation", "MiCROOnline", "item_mixtures", "mixtures_with_history
 class Explanation:
     """A user's scores of some items, split into the terms they are the sum of.
 
-    ``MiCRO`` scores item ``i`` for user ``u`` as ``(1 - lam_u) * p_t(i|u) + lam_u *
-    r_u(i)``, with ``p_t(i|u) = sum_k theta_u[k] * phi[k, t][i]``. Each interest ``k`` of
-    the user's mixture contributes ``(1 - lam_u) * theta_u[k] * phi[k, t][i]``; a user
-    without interests is scored by the item's share of the latest chunk's engagements
-    instead (``popularity``); ``personal`` is ``lam_u * r_u(i)``. For every item,
-    ``contributions[j].sum() + popularity[j] + personal[j]`` equals ``scores[j]`` (to
-    rounding), the score `MiCRO.recommend` gives the item for this user with the same
-    ``history``. `MiCRO.explain` returns one.
+    ``MiCRO`` scores item ``i`` for user ``u`` as ``(1 - lam_u) * (p_t(i|u) + w *
+    pi_t(i)) + lam_u * r_u(i)``, with ``p_t(i|u) = sum_k theta_u[k] * phi[k, t][i]`` and
+    ``pi_t(i)`` the item's share of the latest chunk's engagements. Each interest ``k`` of
+    the user's mixture contributes ``(1 - lam_u) * theta_u[k] * phi[k, t][i]``;
+    ``popularity`` is ``(1 - lam_u) * w * pi_t(i)`` (``w`` is 1 for a user without
+    interests, who is scored by popularity alone); ``personal`` is ``lam_u * r_u(i)``.
+    For every item, ``contributions[j].sum() + popularity[j] + personal[j]`` equals
+    ``scores[j]`` (to rounding), the score `MiCRO.recommend` gives the item for this user
+    with the same ``history``. `MiCRO.explain` returns one.
 
     Parameters
     ----------
@@ -52,7 +59,7 @@ class Explanation:
     contributions : ndarray of shape (n_items, n_interests)
         Each interest's term in each item's score.
     popularity : ndarray of shape (n_items,)
-        The popularity term (nonzero only for a user without interests).
+        The popularity term ``(1 - lam_u) * w * pi_t(i)``.
     personal : ndarray of shape (n_items,)
         The personal term ``lam_u * r_u(i)``.
     personal_weight : float
@@ -67,7 +74,7 @@ class Explanation:
     >>> import numpy as np
     >>> from sklearn_micro import MiCRO
     >>> train = np.array([[0, 10, 0], [0, 11, 0], [0, 12, 0], [1, 12, 0], [1, 13, 0]])
-    >>> model = MiCRO(personal=0, random_state=0).fit(
+    >>> model = MiCRO(personal=0, popularity=0, random_state=0).fit(
     ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
     >>> why = model.explain(0, [12])
     >>> [(k, round(w, 3), round(c, 4)) for k, w, c in why.terms(0)]
@@ -275,17 +282,20 @@ class MiCROOnline:
                   else None)
         return self._rank_candidates(indptr, k, theta, recent, m, seen, allow)
 
-    def _rank_candidates(self, indptr, k, theta, recent, m, seen, candidates: ItemLists):
+    def _rank_candidates(self, indptr, k, theta, recent, m, seen, candidates: ItemLists,
+                         popularity=None):
         """Top-m of each row's ``candidates`` by the score `recommend` gives them
         (`candidate_topm`): the rows' mixtures ``(indptr, k, theta)`` and recent items
-        (`_recent_scores`, or None without the personal component)."""
+        (`_recent_scores`, or None without the personal component), the popularity term
+        weighted ``popularity`` (by default the model's weight)."""
         n = indptr.shape[0] - 1
         weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
         if recent is None:
             recent = np.zeros(n + 1, np.int64), np.empty(0, np.int64), np.empty(0)
         r_ptr, r_item, r_u = recent
         lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
-        share_weight = (np.diff(indptr) == 0).astype(np.float64)
+        share_weight = popularity_weights(
+            indptr, self.popularity_weight_ if popularity is None else popularity)
         chunk = self._grouped_chunk()
         with numba_threads(resolve_n_jobs(self.n_jobs)) as threads:
             return candidate_topm(
@@ -345,7 +355,7 @@ class MiCROOnline:
         m = int(m)
         if request.allow is not None and not request.allow.is_flat:
             found, scores = model._rank_candidates(indptr, k, theta, None, m, seen,
-                                                   request.allow)
+                                                   request.allow, popularity=0.0)
         else:
             chunk = None if request.allow is None else model._chunk_within(
                 _Within(request.allow.flat_items(), None))
@@ -353,7 +363,8 @@ class MiCROOnline:
         return model._external_items(found), scores
 
     def explain(self, user, items, *, history=None) -> Explanation:
-        """Each item's score for a user, split into its interests' and personal terms.
+        """Each item's score for a user, split into its interests', popularity and personal
+        terms.
 
         Parameters
         ----------
@@ -378,7 +389,7 @@ class MiCROOnline:
         >>> import numpy as np
         >>> from sklearn_micro import MiCRO
         >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
-        >>> model = MiCRO(personal=0, random_state=0).fit(
+        >>> model = MiCRO(personal=0, popularity=0, random_state=0).fit(
         ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
         >>> why = model.explain(0, [10, 12])
         >>> why.interests, why.weights
@@ -430,8 +441,8 @@ class MiCROOnline:
         contributions = np.where(in_chunk[:, None],
                                  keep * weight[None, :] * (model.beta + count), 0.0)
         popularity = np.zeros(index.shape[0])
-        if k.shape[0] == 0:
-            popularity[in_chunk] = keep * chunk["share"][local[in_chunk]]
+        share_weight = popularity_weights(indptr, model.popularity_weight_)[0]
+        popularity[in_chunk] = keep * share_weight * chunk["share"][local[in_chunk]]
         personal = np.array([lam * r_u_of.get(int(i), 0.0) for i in index], np.float64)
         personal[~ranked] = 0.0
         return Explanation(user=one.item() if one.dtype.kind != "U" else str(one),
@@ -465,3 +476,45 @@ class MiCROOnline:
             found = (indptr, k[order], self.phi_count_[order])
             cache["by_item"] = found
         return found
+
+    def user_interests(self, users) -> sp.csr_matrix:
+        """Each user's interest mixture ``theta_u`` as a sparse (n_users, K) matrix.
+
+        Users never seen, or seen only with items of no interest, get an empty row.
+
+        Parameters
+        ----------
+        users : array-like of shape (n_users,)
+            External user ids.
+
+        Returns
+        -------
+        theta : scipy.sparse.csr_matrix of shape (n_users, K)
+            Row ``r`` holds ``theta_u[k]`` on the interests of user ``users[r]``'s support.
+        """
+        check_is_fitted(self, "support_indptr_")
+        index = self.user_ids_.lookup(np.atleast_1d(as_ids(users, name="users")), name="users")
+        indptr, k, theta = self._theta(index)
+        return sp.csr_matrix((theta, k, indptr), shape=(index.shape[0], self.n_interests_))
+
+    def item_interests(self, items) -> sp.csr_matrix:
+        """Each item's mixture over interests in the latest chunk, as a sparse (n, K) matrix.
+
+        Row ``r`` is ``N[i, k, t] / sum_k N[i, k, t]`` for the latest chunk ``t`` (new items
+        included; with ``phi_decay`` the carried counts too); items with no mass there get
+        an empty row.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+
+        Returns
+        -------
+        mixtures : scipy.sparse.csr_matrix of shape (n_items, K)
+            Each item's share of engagements per interest in the latest chunk.
+        """
+        check_is_fitted(self, "support_indptr_")
+        index = self.item_ids_.lookup(np.atleast_1d(as_ids(items, name="items")), name="items")
+        return chunk_item_mixtures(self.phi_indptr_, self.phi_item_, self.phi_count_,
+                                   self.chunk_items_, index, self.n_interests_)

@@ -23,9 +23,10 @@ DESCRIPTION = """\
 Run the MiCRO paper's experiment: train on the first chunks of an engagement log, then
 retrieve candidates for each later chunk with the state after the one before (the rolling
 protocol), and compare MiCRO with the ANN and Popularity baselines. MiCRO is reported
-twice: "MiCRO (paper)" is the paper's exact model (MiCRO(personal=0, phi_decay=0)),
-"MiCRO" the estimator's defaults (the user's recent items as one more component, phi
-carried across chunks where the training log says it helps).
+twice: "MiCRO (paper)" is the paper's exact model (MiCRO(personal=0, popularity=0,
+phi_decay=0)), "MiCRO" the estimator's defaults (the user's recent items and the chunk's
+popularity blended in with weights chosen on held-out training chunks, phi carried across
+chunks where the training log says it helps).
 
 With no --data, the log is generated from the paper's generative model with ephemeral
 items, trending items of skewed appeal and users of several interests: TwitterFaveGraph at

@@ -159,7 +159,8 @@ def run_experiment(
         K, the number of interests of MiCRO.
     methods : sequence of str, default=("MiCRO", "ANN", "Popularity")
         Any of ``METHODS``. "MiCRO" is `MiCRO` with its defaults; "MiCRO (paper)" is the
-        paper's exact model (``personal=0, phi_decay=0``), on the same interests.
+        paper's exact model (``personal=0, popularity=0, phi_decay=0``), on the same
+        interests.
     n_components : int, default=64
         Dimensions of the graph embedding.
     m_values : sequence of int
@@ -178,8 +179,9 @@ def run_experiment(
         Keep every (user, chunk) point in the reports (memory grows with the points).
     micro_params : dict, optional
         More parameters of both MiCRO rows, for example ``{"phi_min_count": 2}``; the
-        paper's row keeps ``personal=0, phi_decay=0``, and ``random_state``, ``n_jobs``
-        and ``verbose`` are the ones above. Checked before any stage runs.
+        paper's row keeps ``personal=0, popularity=0, phi_decay=0``, and
+        ``random_state``, ``n_jobs`` and ``verbose`` are the ones above. Checked before any
+        stage runs.
     embedding_params : dict, optional
         More parameters of the shared `GraphEmbedder`, for example ``{"iterations": 20}``
         (the paper's epochs); ``n_components``, ``random_state``, ``n_jobs`` and
@@ -262,9 +264,9 @@ def run_experiment(
                     return MiCRO(**{**micro_settings, "random_state": random_state,
                                     "n_jobs": n_jobs, "verbose": verbose}).fit(embedded)
                 if name == "MiCRO (paper)":
-                    return MiCRO(**{**micro_settings, "personal": 0, "phi_decay": 0,
-                                    "random_state": random_state, "n_jobs": n_jobs,
-                                    "verbose": verbose}).fit(embedded)
+                    return MiCRO(**{**micro_settings, "personal": 0, "popularity": 0,
+                                    "phi_decay": 0, "random_state": random_state,
+                                    "n_jobs": n_jobs, "verbose": verbose}).fit(embedded)
                 if name == "ANN":
                     return ANNRecommender(random_state=random_state,
                                           n_jobs=n_jobs).fit(embedded)
@@ -296,11 +298,11 @@ def run_experiment(
 class _SharedSampler:
     """The rolling evaluations of a `MiCRO` and of its paper's model, with one sampler.
 
-    ``personal`` and ``phi_decay`` act on retrieval alone, so ``MiCRO()`` and
-    ``MiCRO(personal=0, phi_decay=0)`` with the same other parameters and seed sample the
-    same chain. Each test chunk is scored by the model's `MiCRO.paper_model` and by the
-    model itself, then the model alone takes the chunk: both reports are those of
-    evaluating the two models apart, for the cost of one sampler.
+    ``personal``, ``popularity`` and ``phi_decay`` act on retrieval alone, so ``MiCRO()``
+    and ``MiCRO(personal=0, popularity=0, phi_decay=0)`` with the same other parameters and
+    seed sample the same chain. Each test chunk is scored by the model's
+    `MiCRO.paper_model` and by the model itself, then the model alone takes the chunk: both
+    reports are those of evaluating the two models apart, for the cost of one sampler.
 
     Parameters
     ----------

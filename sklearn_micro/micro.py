@@ -7,21 +7,25 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._gibbs import MIN_PARTITION_WORK, build_layout, run_chain
-from ._held_out import TrainingLog, select_personal_weight, select_phi_decay
+from ._held_out import (
+    PERSONAL_GRID,
+    POPULARITY_GRID,
+    TrainingLog,
+    select_blend_weights,
+    select_phi_decay,
+)
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
 from ._kernels.topm import mixture_topm, personal_topm
 from ._log import (
     EngagementLog,
     Vocabulary,
-    as_ids,
     check_log,
     iter_chunks,
 )
@@ -30,7 +34,6 @@ from ._micro_state import (
     ChunkSupports,
     LatestChunk,
     carried_chunks,
-    chunk_item_mixtures,
     counts_csr,
     fill_by_popularity,
     grouped_chunk,
@@ -39,6 +42,7 @@ from ._micro_state import (
     latest_chunk,
     main_interests,
     merge_recent,
+    popularity_weights,
     recent_distributions,
     recent_items,
     training_interests,
@@ -64,7 +68,10 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     distribution ``phi[k, t]`` over the items of time chunk ``t``. `fit` starts from the
     interest clusters of the training items, `partial_fit` runs a collapsed Gibbs sampler on
     each new chunk (new items welcome), and `recommend` returns the items with the highest
-    ``p_t(i|u) = sum_k theta_u[k] * phi[k, t][i]`` for the latest chunk.
+    ``p_t(i|u) = sum_k theta_u[k] * phi[k, t][i]`` for the latest chunk, blended by
+    default with the latest chunk's popularity and the user's own recent items, with
+    weights chosen on held-out training chunks (the paper's exact model is
+    ``MiCRO(personal=0, popularity=0, phi_decay=0)``).
 
     Parameters
     ----------
@@ -76,16 +83,31 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         ``t``.
     personal : float in [0, 1] or "learned", default="learned"
         Weight ``lam`` of the user's own recent items as one more component of the
-        mixture: items are ranked by ``s(i) = (1 - lam_u) * p_t(i|u) + lam_u * r_u(i)``,
-        where ``r_u`` is the user's engagements of the last ``personal_window`` chunks,
-        each weighted ``personal_decay ** age`` (age in chunks), normalized over the
-        user's items, and ``lam_u = lam`` for a user with such an engagement, else 0.
-        Recent items that left the latest chunk are candidates too. "learned" chooses
-        ``lam`` at `fit` from (0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75) by
-        held-out ranking: each of the last 4 training chunks is ranked, as `recommend`
-        does, from the state `fit` leaves on the chunks before it, for up to 4,000 of its
-        users with recent items; the weight with the best mean MRR@100 wins among those
-        keeping 99% of the recall@100 of 0 (ties to the smaller). 0 is the paper's model.
+        mixture: items are ranked by ``s(i) = (1 - lam_u) * (p_t(i|u) + w * pi_t(i)) +
+        lam_u * r_u(i)`` (``w``: ``popularity``), where ``r_u`` is the user's engagements
+        of the last ``personal_window`` chunks, each weighted ``personal_decay ** age``
+        (age in chunks), normalized over the user's items, and ``lam_u = lam`` for a user
+        with such an engagement, else 0. Recent items that left the latest chunk are
+        candidates too. "learned" chooses ``lam`` at `fit` from
+        (0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75) by held-out ranking: each of the last 4
+        training chunks is ranked, as `recommend` does, from the state `fit` leaves on the
+        chunks before it, for up to 4,000 of its users whose score the weights change;
+        among the weights (with ``popularity``'s, when it is "learned" too) that keep 99%
+        of the recall@100 of the mixture alone, those with the best mean ``learned_by``
+        win (ties to the smaller). 0 is the paper's model.
+    popularity : float >= 0 or "learned", default="learned"
+        Weight ``w`` of the latest chunk's popularity ``pi_t(i)`` (an item's share of the
+        chunk's engagements) beside the interests' mixture, in ``s(i)`` above: it orders
+        the items of a user's interests by their popularity too and lets the chunk's most
+        popular items outside them in; as ``w`` grows, the ranking tends to the chunk's
+        popularity. "learned" chooses it at `fit` from
+        (0, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 100), with ``personal``'s weight, by the same
+        held-out ranking. 0 is the paper's model. Users without interests are scored by
+        ``pi_t`` whatever ``w``.
+    learned_by : {"recall", "mrr"}, default="recall"
+        The held-out metric at 100 that "learned" weights maximize: "recall" fills the 100
+        slots with the most of a user's next items; "mrr" puts the first of them highest,
+        among weights that keep 99% of the mixture's recall.
     personal_window : int, default=8
         Chunks of a user's history that make up ``r_u``.
     personal_decay : float in (0, 1], default=0.5
@@ -160,6 +182,9 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     personal_weight_ : float
         The weight ``lam`` of the personal component: the one given, or the one
         "learned" chose.
+    popularity_weight_ : float
+        The weight ``w`` of the latest chunk's popularity: the one given, or the one
+        "learned" chose.
     recent_indptr_, recent_item_, recent_chunk_, recent_weight_ : ndarray
         The users' recent items as a CSR over users, one entry per (user, item, chunk) of
         the last ``personal_window`` chunks: the item (int32), the chunk (int32) and
@@ -231,11 +256,12 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
       item outside those interests. A user never seen gets the latest chunk's popularity
       ranking, scored by its share of the chunk's engagements. Fewer than ``m`` items in
       the chunk: the rest is padded with -1 and -inf.
-    - With ``personal_weight_ > 0`` a user with recent items is scored ``s(i)`` over the
-      latest chunk's items and its recent items (``p_t`` is 0 for an item outside the
-      chunk), with the same ties, and the top ``m`` of ``s`` is exact.
-    - The paper's exact model is ``MiCRO(personal=0, phi_decay=0)``; the defaults are
-      "learned" and "auto".
+    - With ``personal_weight_ > 0`` or ``popularity_weight_ > 0`` a user is scored
+      ``s(i)`` over the latest chunk's items and its recent items (``p_t`` and ``pi_t``
+      are 0 for an item outside the chunk), with the same ties, and the top ``m`` of ``s``
+      is exact.
+    - The paper's exact model is ``MiCRO(personal=0, popularity=0, phi_decay=0)``; the
+      defaults are "learned", "learned" and "auto".
 
     At request time (docs: "Online use"), ``recommend(..., history=...)`` answers from the
     state and a user's engagements since the latest chunk, without changing the model:
@@ -269,6 +295,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "beta": [Interval(Real, 0, None, closed="neither")],
         "personal": [Interval(Real, 0, 1, closed="both"), StrOptions({"learned"})],
+        "popularity": [Interval(Real, 0, None, closed="left"), StrOptions({"learned"})],
+        "learned_by": [StrOptions({"mrr", "recall"})],
         "personal_window": [Interval(Integral, 1, None, closed="left")],
         "personal_decay": [Interval(Real, 0, 1, closed="right")],
         "phi_decay": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
@@ -281,13 +309,15 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", personal_window=8,
-                 personal_decay=0.5, phi_decay="auto", phi_min_count=0, max_sweeps=100,
-                 tol=1e-3, random_state=None, n_jobs=None,
+    def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", popularity="learned",
+                 learned_by="recall", personal_window=8, personal_decay=0.5, phi_decay="auto",
+                 phi_min_count=0, max_sweeps=100, tol=1e-3, random_state=None, n_jobs=None,
                  min_partition_work=MIN_PARTITION_WORK, verbose=0):
         self.alpha = alpha
         self.beta = beta
         self.personal = personal
+        self.popularity = popularity
+        self.learned_by = learned_by
         self.personal_window = personal_window
         self.personal_decay = personal_decay
         self.phi_decay = phi_decay
@@ -348,16 +378,22 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
             self._print_fit_step(f"phi_decay {self.phi_decay_} chosen", start)
         else:
             self.phi_decay_ = float(self.phi_decay)
-        if self.personal == "learned":
+        learned = (self.personal == "learned", self.popularity == "learned")
+        if any(learned):
             start = time.perf_counter()
-            self.personal_weight_ = select_personal_weight(
+            self.personal_weight_, self.popularity_weight_ = select_blend_weights(
                 TrainingLog(u, i, log_chunk, z, indptr, sup_k, sup_cnt, len(item_ids), K),
+                PERSONAL_GRID if learned[0] else (float(self.personal),),
+                POPULARITY_GRID if learned[1] else (float(self.popularity),),
                 alpha=float(self.alpha), beta=float(self.beta), phi_decay=self.phi_decay_,
                 window=self.personal_window, decay=self.personal_decay,
-                min_count=float(self.phi_min_count), n_jobs=self.n_jobs)[0]
-            self._print_fit_step(f"personal weight {self.personal_weight_} chosen", start)
+                min_count=float(self.phi_min_count), metric=self.learned_by,
+                n_jobs=self.n_jobs)[0]
+            self._print_fit_step(f"personal weight {self.personal_weight_}, popularity "
+                                 f"weight {self.popularity_weight_} chosen", start)
         else:
             self.personal_weight_ = float(self.personal)
+            self.popularity_weight_ = float(self.popularity)
         self.user_ids_ = user_ids
         self.item_ids_ = item_ids
         self.n_interests_ = K
@@ -546,21 +582,21 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     def paper_model(self) -> MiCRO:
         """The paper's exact model in the state this one's sampler reached.
 
-        ``personal`` and ``phi_decay`` act on retrieval alone: the sampler, the users'
-        supports and every chunk's counts are the same whatever their values. This returns
-        the `MiCRO` that ``MiCRO(personal=0, phi_decay=0)``, with this model's other
-        parameters (an int ``random_state`` among them), would be after the same `fit` and
-        `partial_fit` calls: ``phi`` of the latest chunk from its own counts, no recent
-        items, the random stream where this model's is. Nothing is sampled again, and the
-        two models share their arrays (each call of `partial_fit` replaces a model's
-        arrays, never changes them, so either model can go on alone). Comparing the
-        defaults with the paper's model over the rolling protocol so costs one sampler
-        instead of two (`sklearn_micro.experiment.run_experiment` does so).
+        ``personal``, ``popularity`` and ``phi_decay`` act on retrieval alone: the sampler,
+        the users' supports and every chunk's counts are the same whatever their values.
+        This returns the `MiCRO` that ``MiCRO(personal=0, popularity=0, phi_decay=0)``,
+        with this model's other parameters (an int ``random_state`` among them), would be
+        after the same `fit` and `partial_fit` calls: ``phi`` of the latest chunk from its
+        own counts, no recent items, the random stream where this model's is. Nothing is
+        sampled again, and the two models share their arrays (each call of `partial_fit`
+        replaces a model's arrays, never changes them, so either model can go on alone).
+        Comparing the defaults with the paper's model over the rolling protocol so costs
+        one sampler instead of two (`sklearn_micro.experiment.run_experiment` does so).
 
         Returns
         -------
         model : MiCRO
-            A fitted ``MiCRO`` with ``personal=0`` and ``phi_decay=0``.
+            A fitted ``MiCRO`` with ``personal=0``, ``popularity=0`` and ``phi_decay=0``.
 
         Examples
         --------
@@ -574,7 +610,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         (0, 0.0, 0.0)
         """
         check_is_fitted(self, "support_indptr_")
-        model = clone(self).set_params(personal=0, phi_decay=0)
+        model = clone(self).set_params(personal=0, popularity=0, phi_decay=0)
         params = set(self._get_param_names())
         model.__dict__.update({name: value for name, value in self.__dict__.items()
                                if name not in params and name != "_grouped"})
@@ -583,6 +619,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         model.chunk_alone_ = None
         model.phi_decay_ = 0.0
         model.personal_weight_ = 0.0
+        model.popularity_weight_ = 0.0
         # no recent items, as `fit` keeps them without the personal component
         none = np.empty(0, np.int64)
         model.recent_indptr_, model.recent_item_, model.recent_chunk_, model.recent_weight_ = (
@@ -600,7 +637,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     def _recommend(self, user_index, m, seen, history=None, *, within=None):
         indptr, k, theta = self._mixtures(user_index, history)
         chunk = self._grouped_chunk() if within is None else self._chunk_within(within)
-        if self.personal_weight_ > 0:
+        if self._blended():
             weight, base = interest_weights(indptr, k, theta, self.beta,
                                              LatestChunk.of(self))
             return self._recommend_personal(user_index, m, seen, indptr, k, weight, base,
@@ -611,8 +648,9 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     def recommend_with_paper(self, users, m: int = 100, *, exclude_seen: bool = False):
         """`recommend` of this model and of its `paper_model`, in one call.
 
-        The two models share their state (see `paper_model`). When this model has a
-        personal component and its paper's model ranks from the same latest chunk
+        The two models share their state (see `paper_model`). When this model blends
+        its scores (personal or popularity weight) and its paper's model ranks from the
+        same latest chunk
         (``phi_decay_`` 0, or no counts carried into the latest chunk), the paper's scores
         are the interests' part of this model's, and each user's candidates are gathered
         once for both, which is most of a user's cost on a large chunk. Otherwise the two
@@ -658,9 +696,14 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def _ranks_with_paper(self) -> bool:
         """Whether `_recommend_with_paper` can rank for this model and its `paper_model`
-        in one pass: a personal component, and the paper's model ranking from this
+        in one pass: a blended score, and the paper's model ranking from this
         model's own latest chunk (no counts carried into it)."""
-        return self.personal_weight_ > 0 and self.chunk_alone_ is None
+        return self._blended() and self.chunk_alone_ is None
+
+    def _blended(self) -> bool:
+        """Whether scores blend the mixture with the personal or popularity terms
+        (`personal_topm`), or are the mixture alone (`mixture_topm`)."""
+        return self.personal_weight_ > 0 or self.popularity_weight_ > 0
 
     def _recommend_with_paper(self, users, m: int, *, exclude_seen: bool = False):
         """`recommend_with_paper` where `_ranks_with_paper` holds: the paper's model's
@@ -705,7 +748,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
                             paper=False, history=None, chunk=None, within=None):
-        """Top-m of ``(1 - lam_u) * p_t(i|u) + lam_u * r_u(i)`` over the latest chunk's
+        """Top-m of ``(1 - lam_u) * (p_t(i|u) + w * pi_t(i)) + lam_u * r_u(i)`` over the
+        latest chunk's
         items and the users' recent items (`personal_topm`'s five arrays; the last three,
         the paper's ranking from the same scatter, are empty without ``paper``); with
         ``within``, over the items it holds (``chunk``: `_chunk_within`)."""
@@ -714,8 +758,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         if within is not None:
             keep = within.holds(r_item)
             r_ptr, r_item, r_u = keep_entries(r_ptr, keep), r_item[keep], r_u[keep]
-        # users without interests are scored by popularity share, as in the paper's path
-        share_weight = (np.diff(indptr) == 0).astype(np.float64)
+        share_weight = popularity_weights(indptr, self.popularity_weight_)
         chunk = self._grouped_chunk() if chunk is None else chunk
         with _numba_threads(self.n_jobs) as threads:
             return personal_topm(
@@ -736,47 +779,3 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
                 chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
                 threads)
         return fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)
-
-    # ---------------------------------------------------------- mixtures
-
-    def user_interests(self, users) -> sp.csr_matrix:
-        """Each user's interest mixture ``theta_u`` as a sparse (n_users, K) matrix.
-
-        Users never seen, or seen only with items of no interest, get an empty row.
-
-        Parameters
-        ----------
-        users : array-like of shape (n_users,)
-            External user ids.
-
-        Returns
-        -------
-        theta : scipy.sparse.csr_matrix of shape (n_users, K)
-            Row ``r`` holds ``theta_u[k]`` on the interests of user ``users[r]``'s support.
-        """
-        check_is_fitted(self, "support_indptr_")
-        index = self.user_ids_.lookup(np.atleast_1d(as_ids(users, name="users")), name="users")
-        indptr, k, theta = self._theta(index)
-        return sp.csr_matrix((theta, k, indptr), shape=(index.shape[0], self.n_interests_))
-
-    def item_interests(self, items) -> sp.csr_matrix:
-        """Each item's mixture over interests in the latest chunk, as a sparse (n, K) matrix.
-
-        Row ``r`` is ``N[i, k, t] / sum_k N[i, k, t]`` for the latest chunk ``t`` (new items
-        included; with ``phi_decay`` the carried counts too); items with no mass there get
-        an empty row.
-
-        Parameters
-        ----------
-        items : array-like of shape (n_items,)
-            External item ids.
-
-        Returns
-        -------
-        mixtures : scipy.sparse.csr_matrix of shape (n_items, K)
-            Each item's share of engagements per interest in the latest chunk.
-        """
-        check_is_fitted(self, "support_indptr_")
-        index = self.item_ids_.lookup(np.atleast_1d(as_ids(items, name="items")), name="items")
-        return chunk_item_mixtures(self.phi_indptr_, self.phi_item_, self.phi_count_,
-                                   self.chunk_items_, index, self.n_interests_)

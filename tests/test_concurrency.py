@@ -90,7 +90,7 @@ def _read_during_update(model, update, monkeypatch, slow_step):
     assert _equal(_answers(model), after)
 
 
-@pytest.mark.parametrize("params", [{"personal": 0, "phi_decay": 0},
+@pytest.mark.parametrize("params", [{"personal": 0, "popularity": 0, "phi_decay": 0},
                                     {"personal": 0.3, "phi_decay": 0.5, "n_jobs": 2}])
 def test_micro_readers_see_the_state_before_or_after_a_chunk(params, monkeypatch):
     model = MiCRO(random_state=0, **params).fit(X_TRAIN, item_interest=INTERESTS)

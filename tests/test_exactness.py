@@ -157,7 +157,8 @@ def _partial_fit_draws(tiny, n_draws):
     draws = []
     for seed in range(n_draws):
         model = MiCRO(alpha=tiny.alpha, beta=tiny.beta, max_sweeps=1, tol=0,
-                      random_state=seed, personal=0, phi_decay=0)
+                      random_state=seed, personal=0, popularity=0,
+                      phi_decay=0)
         model.fit(np.array(train), item_interest=interests).partial_fit(chunk)
         a = model.user_ids_.lookup([ids["A"]])[0]
         span = slice(model.support_indptr_[a], model.support_indptr_[a + 1])
@@ -225,7 +226,7 @@ def logs(draw):
 def test_recommend_equals_a_dense_scan_up_to_ties(log, m, phi_decay, after_fit, exclude_seen,
                                                   seed, phi_min_count):
     train, interests, chunk = log
-    model = MiCRO(personal=0, phi_decay=phi_decay, phi_min_count=phi_min_count,
+    model = MiCRO(personal=0, popularity=0, phi_decay=phi_decay, phi_min_count=phi_min_count,
                   random_state=seed).fit(train, item_interest=interests)
     given_logs = train if after_fit else np.vstack([train, chunk])
     if not after_fit:
@@ -258,7 +259,7 @@ def test_recommend_equals_a_dense_scan_up_to_ties(log, m, phi_decay, after_fit, 
 @pytest.mark.parametrize("phi_decay", [0.0, 0.5])
 def test_users_without_support_get_the_popularity_share(phi_decay):
     train = np.array([[0, 10, 0], [1, 11, 0]])
-    model = MiCRO(personal=0, phi_decay=phi_decay, random_state=0).fit(
+    model = MiCRO(personal=0, popularity=0, phi_decay=phi_decay, random_state=0).fit(
         train, item_interest=([10, 11], [0, 1]))
     # user 7 is new and engages a new item only: no interest can be given
     model.partial_fit(np.array([[7, 20, 1], [0, 10, 1], [0, 10, 1], [1, 11, 1]]))

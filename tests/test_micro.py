@@ -217,7 +217,7 @@ def test_pickle_round_trip_and_seeded_determinism():
     assert state(model) == state(clone)
 
 
-@pytest.mark.parametrize("params", [{}, {"personal": 0, "phi_decay": 0}])
+@pytest.mark.parametrize("params", [{}, {"personal": 0, "popularity": 0, "phi_decay": 0}])
 def test_the_chunks_ranking_layout_is_remade_per_chunk_and_not_saved(params):
     # recommend numbers the latest chunk's items interest by interest once per chunk
     users = [0, 1, 2, 3]
@@ -232,7 +232,7 @@ def test_the_chunks_ranking_layout_is_remade_per_chunk_and_not_saved(params):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("params", [{}, {"personal": 0, "phi_decay": 0}])
+@pytest.mark.parametrize("params", [{}, {"personal": 0, "popularity": 0, "phi_decay": 0}])
 def test_phi_min_count_set_after_fit_takes_effect(params):
     users = [0, 1, 2, 3]
     model = fitted(**params).partial_fit(CHUNK)
@@ -354,7 +354,7 @@ def test_recommend_properties(case, m):
     if len(train) == 0:
         train, test = log, log[:0]
     train_items = np.unique(train[:, 1])
-    model = MiCRO(personal=0, phi_decay=0, random_state=seed).fit(
+    model = MiCRO(personal=0, popularity=0, phi_decay=0, random_state=seed).fit(
         train, item_interest=(train_items, train_items % K))
     if len(test):
         model.partial_fit(test)
@@ -515,7 +515,7 @@ def test_partitions_draw_independent_streams(monkeypatch):
         return parts
 
     monkeypatch.setattr(gibbs, "partition_layout", spy)
-    model = MiCRO(alpha=0.5, beta=0.1, personal=0, phi_decay=0, max_sweeps=40, tol=0,
+    model = MiCRO(alpha=0.5, beta=0.1, personal=0, popularity=0, phi_decay=0, max_sweeps=40, tol=0,
                   n_jobs=2, min_partition_work=0, random_state=0)
     model.fit(train, item_interest=interests).partial_fit(chunk)
     half = chunk.shape[0] // 2
@@ -640,7 +640,8 @@ def test_paper_model_is_the_paper_model_fitted_apart():
     train, interests, chunk4, chunk5 = _generated()
     params = dict(random_state=3, n_jobs=2, max_sweeps=12, min_partition_work=0)
     ours = MiCRO(personal=0.3, phi_decay=0.5, **params).fit(train, item_interest=interests)
-    apart = MiCRO(personal=0, phi_decay=0, **params).fit(train, item_interest=interests)
+    apart = MiCRO(personal=0, popularity=0, phi_decay=0, **params).fit(
+        train, item_interest=interests)
     users = np.unique(np.concatenate([chunk4.user, chunk5.user, [-7]]))
     for chunk in (None, chunk4, chunk5):
         if chunk is not None:
@@ -723,7 +724,7 @@ def test_paper_model_goes_on_alone_and_leaves_the_model_as_it_was():
     paper = ours.paper_model().partial_fit(chunk5)
     # the random stream is the model's, copied: sampling the view draws nothing from it
     assert state(ours) == before
-    apart = MiCRO(personal=0, phi_decay=0, **params).fit(
+    apart = MiCRO(personal=0, popularity=0, phi_decay=0, **params).fit(
         train, item_interest=interests).partial_fit(chunk4).partial_fit(chunk5)
     assert fitted_state(paper) == fitted_state(apart)
     # and the model goes on as if the view never was

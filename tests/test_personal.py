@@ -65,7 +65,7 @@ def test_bad_parameters_are_named(params, message):
 def test_fitted_values_of_the_settings():
     model = fitted(personal=0.3, phi_decay=0.5)
     assert model.personal_weight_ == 0.3 and model.phi_decay_ == 0.5
-    model = fitted(personal=0, phi_decay=0)
+    model = fitted(personal=0, popularity=0, phi_decay=0)
     assert model.personal_weight_ == 0.0 and model.phi_decay_ == 0.0
     assert model.recent_item_.shape == (0,)
     model.partial_fit(CHUNK)
@@ -88,12 +88,14 @@ def recent_recount(log, users, latest, window, decay):
 
 def dense_personal_scores(model, users, given_logs, lam):
     """``s(i)`` for every item of the latest chunk and every recent item of each user, -inf
-    elsewhere: the paper's ``p_t(i|u)`` from the dense scan (the popularity share for users
-    without interests), the recent items recounted from the log."""
+    elsewhere: the paper's ``p_t(i|u)`` from the dense scan plus the model's popularity
+    weight times the chunk's share (the share alone for users without interests), the
+    recent items recounted from the log."""
     p, chunk_ids = dense_scores(model, users)
     index = model.user_ids_.lookup(users)
     no_support = np.diff(model.support_indptr_)[np.maximum(index, 0)] == 0
     share = model.chunk_item_count_ / model.chunk_item_count_.sum()
+    p += model.popularity_weight_ * share
     p[(index < 0) | no_support] = share
     all_ids = model.item_ids_.ids
     in_chunk = model.item_ids_.lookup(chunk_ids)
@@ -113,13 +115,14 @@ def dense_personal_scores(model, users, given_logs, lam):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(logs(), st.integers(1, 16), st.sampled_from([0.25, 0.5, 1.0]), st.integers(1, 3),
        st.sampled_from([0.5, 1.0]), st.sampled_from([0.0, 0.5]), st.booleans(),
-       st.booleans(), st.integers(0, 3), st.sampled_from([0, 0, 1.5, 2]))
+       st.booleans(), st.integers(0, 3), st.sampled_from([0, 0, 1.5, 2]),
+       st.sampled_from([0, 0.5, 20.0]))
 def test_recommend_equals_a_dense_computation_of_s(log, m, personal, window, decay,
                                                    phi_decay, after_fit, exclude_seen, seed,
-                                                   phi_min_count):
+                                                   phi_min_count, popularity):
     train, interests, chunk = log
-    model = MiCRO(personal=personal, personal_window=window, personal_decay=decay,
-                  phi_decay=phi_decay, phi_min_count=phi_min_count,
+    model = MiCRO(personal=personal, popularity=popularity, personal_window=window,
+                  personal_decay=decay, phi_decay=phi_decay, phi_min_count=phi_min_count,
                   random_state=seed).fit(train, item_interest=interests)
     given_logs = train if after_fit else np.vstack([train, chunk])
     if not after_fit:
@@ -189,9 +192,9 @@ def test_recommend_past_the_sampled_cut_equals_a_dense_computation(personal, m):
 def test_users_without_a_recent_item_get_the_papers_answer(log, m, phi_decay, exclude_seen,
                                                           seed):
     train, interests, chunk = log
-    paper = MiCRO(personal=0, phi_decay=phi_decay, random_state=seed).fit(
+    paper = MiCRO(personal=0, popularity=0, phi_decay=phi_decay, random_state=seed).fit(
         train, item_interest=interests)
-    personal = MiCRO(personal=0.5, personal_window=1, phi_decay=phi_decay,
+    personal = MiCRO(personal=0.5, popularity=0, personal_window=1, phi_decay=phi_decay,
                      random_state=seed).fit(train, item_interest=interests)
     paper.partial_fit(chunk)
     personal.partial_fit(chunk)
@@ -207,12 +210,15 @@ def test_users_without_a_recent_item_get_the_papers_answer(log, m, phi_decay, ex
 def test_the_papers_model_is_one_setting_away_and_learned_zero():
     # no (user, item) pair of TRAIN's last chunk repeats one of the chunk before
     learned = fitted()
-    assert (learned.personal, learned.phi_decay) == ("learned", "auto")
+    assert (learned.personal, learned.popularity, learned.phi_decay) == (
+        "learned", "learned", "auto")
     assert learned.personal_weight_ == 0.0 and learned.phi_decay_ == 0.0
-    paper = fitted(personal=0, phi_decay=0)
+    assert learned.popularity_weight_ == 0.0
+    paper = fitted(personal=0, popularity=0, phi_decay=0)
     for model in (learned, paper):
         model.partial_fit(CHUNK)
-    assert state_differences(learned, paper, ignore=("personal", "phi_decay")) == []
+    assert state_differences(learned, paper,
+                             ignore=("personal", "popularity", "phi_decay")) == []
     users = [0, 1, 2, 3, 99]
     for exclude_seen in (False, True):
         a = learned.recommend(users, 6, exclude_seen=exclude_seen)
@@ -423,8 +429,9 @@ def test_fit_says_what_it_chose_when_verbose(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"[MiCRO] fit: phi_decay {model.phi_decay_} chosen in ")
     assert lines[1].startswith(
-        f"[MiCRO] fit: personal weight {model.personal_weight_} chosen in ")
-    MiCRO(personal=0, phi_decay=0, random_state=0, verbose=1).fit(
+        f"[MiCRO] fit: personal weight {model.personal_weight_}, popularity weight "
+        f"{model.popularity_weight_} chosen in ")
+    MiCRO(personal=0, popularity=0, phi_decay=0, random_state=0, verbose=1).fit(
         log, item_interest=_interests_of(log, 4))
     assert capsys.readouterr().out == ""
 
@@ -437,37 +444,48 @@ def test_stable_order_is_the_lexsort(rows):
                                   np.lexsort(columns[::-1]))
 
 
-def _selection(model, log):
-    """`_select_personal_weight` on ``log`` with ``model``'s settings, every user ranked."""
+# small grids for the brute force: each pair is a fit per held-out chunk
+SMALL_GRID = (0.0, 0.2, 0.5)
+SMALL_POPULARITY_GRID = (0.0, 0.3, 10.0)
+
+
+def _selection(model, log, grid=_held_out.PERSONAL_GRID,
+               popularity_grid=_held_out.POPULARITY_GRID, metric="recall"):
+    """`select_blend_weights` on ``log`` with ``model``'s settings, every user ranked."""
     u = model.user_ids_.lookup(log.user)
     i = model.item_ids_.lookup(log.item)
     z = model.item_interest_[i]
     indptr, k, count = _micro_state.counts_csr(u, z, len(model.user_ids_), model.n_interests_)
     training = _held_out.TrainingLog(u, i, np.asarray(log.chunk), z, indptr, k, count,
                                          len(model.item_ids_), model.n_interests_)
-    return _held_out.select_personal_weight(
-        training, alpha=model.alpha, beta=model.beta, phi_decay=model.phi_decay_,
-        window=model.personal_window, decay=model.personal_decay,
-        min_count=model.phi_min_count, max_users=10**9)
+    return _held_out.select_blend_weights(
+        training, grid, popularity_grid, alpha=model.alpha, beta=model.beta,
+        phi_decay=model.phi_decay_, window=model.personal_window,
+        decay=model.personal_decay, min_count=model.phi_min_count, metric=metric,
+        max_users=10**9)
 
 
-def _brute_force_selection(log, interests, model, grid=_held_out.PERSONAL_GRID):
+def _brute_force_selection(log, interests, model, grid, popularity_grid, metric):
     """Each of the last 4 chunks held out: MiCRO fitted on the chunks before it with each
-    weight (the paper's model for 0), its recommend scored on the users with a recent item,
-    the weight chosen by the documented rule."""
+    pair of weights (the paper's model for (0, 0)), its recommend scored on the users with
+    a recent item or, with a popularity weight in the grid, any engagement before, the
+    pair chosen by the documented rule."""
     from sklearn_micro.metrics import mrr_at, recall_at
 
+    pairs = [(lam, w) for w in popularity_grid for lam in grid]
     chunks = np.unique(log.chunk)
-    sums = np.zeros((len(grid), 2))
+    sums = np.zeros((len(pairs), 2))
     n_points = 0
     for c, before in zip(chunks[1:][-4:], chunks[:-1][-4:], strict=True):
         train = log.take(np.flatnonzero(log.chunk <= before))
         now = log.take(np.flatnonzero(log.chunk == c))
         window = (train.chunk > before - model.personal_window)
-        users = np.intersect1d(np.unique(now.user), np.unique(train.user[window]))
+        ranked = train.user if max(popularity_grid) > 0 else train.user[window]
+        users = np.intersect1d(np.unique(now.user), np.unique(ranked))
         relevant = [set(now.item[now.user == user].tolist()) for user in users]
-        for g, lam in enumerate(grid):
-            fitted_before = MiCRO(personal=lam, personal_window=model.personal_window,
+        for g, (lam, w) in enumerate(pairs):
+            fitted_before = MiCRO(personal=lam, popularity=w,
+                                  personal_window=model.personal_window,
                                   personal_decay=model.personal_decay,
                                   phi_decay=model.phi_decay_,
                                   phi_min_count=model.phi_min_count,
@@ -475,28 +493,34 @@ def _brute_force_selection(log, interests, model, grid=_held_out.PERSONAL_GRID):
             items = fitted_before.recommend(users, 100)[0]
             sums[g] += [recall_at(items, relevant, 100).sum(), mrr_at(items, relevant, 100).sum()]
         n_points += users.shape[0]
-    scores = {float(lam): tuple(sums[g] / n_points) for g, lam in enumerate(grid)}
-    allowed = [lam for lam in scores
-               if scores[lam][0] >= _held_out.RECALL_KEPT * scores[0.0][0]]
-    best = max(allowed, key=lambda lam: (scores[lam][1], -lam))
+    scores = {pair: tuple(sums[g] / n_points) for g, pair in enumerate(pairs)}
+    allowed = [pair for pair in scores
+               if scores[pair][0] >= _held_out.RECALL_KEPT * scores[0.0, 0.0][0]]
+    if metric == "mrr":
+        best = max(allowed, key=lambda pair: (scores[pair][1], -pair[1], -pair[0]))
+    else:
+        best = max(allowed, key=lambda pair: (*scores[pair], -pair[1], -pair[0]))
     return best, scores
 
 
-@pytest.mark.parametrize("seed, n_interests, phi_min_count",
-                         [(0, 8, 0), (1, 40, 0), (2, 8, 0), (0, 8, 2), (1, 40, 3)])
-def test_learned_weight_equals_a_brute_force_selection(seed, n_interests, phi_min_count):
+@pytest.mark.parametrize("seed, n_interests, phi_min_count, metric",
+                         [(0, 8, 0, "mrr"), (1, 40, 0, "recall"), (2, 8, 0, "mrr"),
+                          (0, 8, 2, "recall"), (1, 40, 3, "mrr")])
+def test_learned_weights_equal_a_brute_force_selection(seed, n_interests, phi_min_count,
+                                                       metric):
     log = make_engagements(n_users=200, n_items=600, n_chunks=10, n_interests=8,
                            n_engagements=4000, random_state=seed)
     interests = _interests_of(log, n_interests)
     model = MiCRO(personal="learned", phi_decay="auto", personal_window=3,
                   phi_min_count=phi_min_count, random_state=0)
     model.fit(log, item_interest=interests)
-    best, scores = _selection(model, log)
-    want_best, want_scores = _brute_force_selection(log, interests, model)
+    best, scores = _selection(model, log, SMALL_GRID, SMALL_POPULARITY_GRID, metric)
+    want_best, want_scores = _brute_force_selection(log, interests, model, SMALL_GRID,
+                                                    SMALL_POPULARITY_GRID, metric)
     assert best == want_best
     assert scores.keys() == want_scores.keys()
-    for lam in scores:
-        np.testing.assert_allclose(scores[lam], want_scores[lam], rtol=1e-12, atol=1e-12)
+    for pair in scores:
+        np.testing.assert_allclose(scores[pair], want_scores[pair], rtol=1e-12, atol=1e-12)
 
 
 def test_learned_weight_is_zero_without_repeats_and_positive_with_only_repeats():
@@ -515,8 +539,8 @@ def test_learned_weight_is_zero_without_repeats_and_positive_with_only_repeats()
                                                           rng.integers(0, 5, 240)))
     assert model.personal_weight_ > 0.0
     best, scores = _selection(model, check_log(own))
-    assert best == model.personal_weight_
-    assert scores[best][0] == 1.0 and scores[best][1] > scores[0.0][1]
+    assert best == (model.personal_weight_, model.popularity_weight_)
+    assert scores[best][0] == 1.0 and scores[best][1] > scores[0.0, 0.0][1]
 
 
 def test_selection_is_deterministic_and_independent_of_threads():
@@ -524,7 +548,7 @@ def test_selection_is_deterministic_and_independent_of_threads():
                            n_engagements=6000, random_state=3)
     fits = [MiCRO(n_jobs=n_jobs, random_state=seed).fit(log, item_interest=_interests_of(log))
             for n_jobs, seed in ((1, 0), (2, 1), (-1, 0))]
-    assert len({model.personal_weight_ for model in fits}) == 1
+    assert len({(model.personal_weight_, model.popularity_weight_) for model in fits}) == 1
 
 
 def _personal_pipeline(personal):
@@ -576,7 +600,8 @@ def ranking_inputs(draw):
     q_k = np.concatenate(q_rows).astype(np.int64)
     q_w = rng.choice([0.25, 0.5], q_k.shape[0])
     q_base = rng.choice([0.0, 0.125], n)
-    q_share = (np.diff(q_ptr) == 0).astype(np.float64)
+    # the popularity term: 1 without interests, the blend's weight (often 0) with them
+    q_share = np.where(np.diff(q_ptr) == 0, 1.0, rng.choice([0.0, 0.0, 0.5, 4.0], n))
     r_rows = [np.sort(rng.choice(n_global, rng.integers(0, min(4, n_global + 1)), replace=False))
               for _ in range(n)]
     r_ptr = np.concatenate([[0], np.cumsum([len(r) for r in r_rows])]).astype(np.int64)

@@ -24,9 +24,11 @@ TRAIN_ITEMS = np.unique(X_TRAIN.item)
 INTERESTS = (TRAIN_ITEMS, (TRAIN_ITEMS // 4) % 3)
 
 MICRO_PARAMS = {
-    "paper": {"personal": 0, "phi_decay": 0},
+    "paper": {"personal": 0, "popularity": 0, "phi_decay": 0},
     "personal": {"personal": 0.3, "phi_decay": 0.5},
-    "pruned": {"personal": 0, "phi_decay": 0.5, "phi_min_count": 0.6},
+    "pruned": {"personal": 0, "popularity": 0, "phi_decay": 0.5, "phi_min_count": 0.6},
+    "popularity": {"personal": 0, "popularity": 3.0, "phi_decay": 0},
+    "blend": {"personal": 0.3, "popularity": 3.0, "phi_decay": 0.5},
 }
 
 
