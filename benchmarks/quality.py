@@ -270,8 +270,10 @@ def embed_and_cluster(train, k_values, say):
     clustered = {}
     for k in k_values:
         start = time.perf_counter()
-        clustered[k] = SphericalKMeans(k, random_state=0).fit_transform(embedded)
-        say(f"SphericalKMeans(K={k}): {time.perf_counter() - start:.1f} s")
+        kmeans = SphericalKMeans(k, random_state=0)
+        clustered[k] = kmeans.fit_transform(embedded)
+        say(f"SphericalKMeans(K={k}): {kmeans.n_clusters_} clusters, "
+            f"{time.perf_counter() - start:.1f} s")
     return embedded, clustered
 
 
@@ -452,7 +454,9 @@ def main(argv=None):
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--search-k", action="store_true",
                         help="only run GridSearchCV over K on the training chunks")
-    parser.add_argument("--k", type=int, default=None, help="K for every log (default: per log)")
+    parser.add_argument("--k", type=lambda v: v if v == "auto" else int(v), default=None,
+                        help="K for every log, or 'auto' for SphericalKMeans(n_clusters="
+                             "'auto') (default: per log)")
     parser.add_argument("--fave-dir", default=FAVE_DIR,
                         help="folder of the fave-shaped logs fave-plain-1-100.parquet and "
                              "fave-plain-1-20.parquet (--log fave-1-100, --log fave-1-20)")
