@@ -1,12 +1,14 @@
-"""MiCRO's personal component and ``phi_decay="auto"``.
+"""MiCRO's learned blend (``personal``, ``popularity``) and ``phi_decay="auto"``.
 
 - The parameters are validated with errors that name them.
-- ``personal=0`` and ``phi_decay=0`` are the paper's model (the defaults are "learned" and
-  "auto"): users without a recent item get exactly the paper's answer, and "learned" on a
-  log without repeats is the paper's model.
-- ``recommend`` against a dense computation of ``s(i) = (1 - lam_u) p_t(i|u) + lam_u
-  r_u(i)`` over the latest chunk's items and the users' recent items, on logs drawn by
-  hypothesis: equal up to ties.
+- ``personal=0``, ``popularity=0`` and ``phi_decay=0`` are the paper's model (the defaults
+  are "learned", "learned" and "auto"): users without a recent item get exactly the
+  paper's answer with ``popularity=0``, and "learned" on a log without repeats is the
+  paper's model.
+- ``recommend`` against a dense computation of ``s(i) = (1 - lam_u) (p_t(i|u) + w
+  pi_t(i)) + lam_u r_u(i)`` over the latest chunk's items and the users' recent items, on
+  logs drawn by hypothesis: equal up to ties.
+- The learned weights equal a brute-force selection that fits a model per pair of weights.
 - The recent items are a recount of the log's last ``personal_window`` chunks after every
   chunk, replaced and never modified in place; ``partial_fit`` stays all or nothing;
   pickle and skops files round-trip the state.
@@ -48,6 +50,9 @@ from sklearn_micro.utils.estimator_checks import (
     ({"personal": -0.1}, "'personal' parameter"),
     ({"personal": 1.5}, "'personal' parameter"),
     ({"personal": "always"}, "'personal' parameter"),
+    ({"popularity": -0.5}, "'popularity' parameter"),
+    ({"popularity": "chosen"}, "'popularity' parameter"),
+    ({"learned_by": "ndcg"}, "'learned_by' parameter"),
     ({"personal_window": 0}, "'personal_window' parameter"),
     ({"personal_window": 2.5}, "'personal_window' parameter"),
     ({"personal_decay": 0.0}, "'personal_decay' parameter"),
