@@ -363,8 +363,10 @@ class MiCROOnline:
         return model._external_items(found), scores
 
     def explain(self, user, items, *, history=None) -> Explanation:
-        """Each item's score for a user, split into its interests', popularity and personal
-        terms.
+        """Each item's score for a user, split into the terms of the blend.
+
+        The terms are the interests' (one per interest of the user's mixture), the
+        popularity term and the personal term.
 
         Parameters
         ----------
