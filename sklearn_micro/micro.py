@@ -713,9 +713,10 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         users = self._check_recommend(users, m, exclude_seen)
         if not self._ranks_with_paper():
             raise ValueError(
-                "_recommend_with_paper needs a model with a personal component whose "
-                "paper's model ranks from its own latest chunk; this one has "
-                f"personal_weight_={self.personal_weight_} and phi_decay_={self.phi_decay_}.")
+                "_recommend_with_paper needs a model with a blended score (personal or "
+                "popularity weight) whose paper's model ranks from its own latest chunk; "
+                f"this one has personal_weight_={self.personal_weight_}, popularity_weight_="
+                f"{self.popularity_weight_} and phi_decay_={self.phi_decay_}.")
         user_index, seen = self._users_and_seen(users, exclude_seen)
         indptr, k, theta = self._theta(user_index)
         weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))

@@ -673,8 +673,8 @@ def test_recommend_with_paper_equals_the_two_models_recommend(phi_min_count):
                            n_engagements=50000, random_state=1)
     train = log.take(log.chunk < 3)
     items = np.unique(train.item)
-    model = MiCRO(personal=0.3, phi_decay=0, phi_min_count=phi_min_count, max_sweeps=8,
-                  random_state=0).fit(train, item_interest=(items, items % 2))
+    model = MiCRO(personal=0.3, popularity=0, phi_decay=0, phi_min_count=phi_min_count,
+                  max_sweeps=8, random_state=0).fit(train, item_interest=(items, items % 2))
     users = np.concatenate([np.unique(log.user)[::3], [-7]])  # and an unseen user
     for c in (None, 3, 4):
         if c is not None:
@@ -704,6 +704,19 @@ def test_recommend_with_paper_equals_the_two_models_recommend(phi_min_count):
         model._recommend_with_paper(users, 0)
     with pytest.raises(ValueError, match="personal_weight_=0.0"):
         paper._recommend_with_paper(users, 10)
+
+
+def test_recommend_with_paper_ranks_the_popularity_term_from_the_same_scatter():
+    model = fitted(personal=0, popularity=3.0, phi_decay=0).partial_fit(CHUNK)
+    assert model._ranks_with_paper()
+    users = [0, 1, 2, 3, 99]
+    (got, got_s), (got_p, got_p_s) = model._recommend_with_paper(users, 6)
+    for (items, scores), want in (((got, got_s), model.recommend(users, 6)),
+                                  ((got_p, got_p_s), model.paper_model().recommend(users, 6))):
+        np.testing.assert_array_equal(items, want[0])
+        np.testing.assert_array_equal(scores, want[1])
+    # the popularity term changes the scores of users with interests
+    assert not np.array_equal(got_s[:4], got_p_s[:4])
 
 
 def test_recommend_with_paper_refuses_a_model_whose_paper_model_has_its_own_phi():
