@@ -20,6 +20,16 @@ chunk before and on the chunk before's 100 most engaged items, and the share of 
 engagements in the interests of the user who makes them and on the largest interest:
 
     python benchmarks/generator.py --preset fave --scales 0.01 0.05 0.25 1
+
+With ``--recovery``, it measures instead how much of the preset's planted interests the
+experiment's first two stages find: the graph embedding of the training chunks (each
+``--embedding`` setting, keyword arguments of `GraphEmbedder`) clustered into the preset's
+K interests, against the interests the generator planted: the clusters' purity (the share
+of training engagements on an item whose cluster's most common planted interest is its
+own) and the normalized mutual information, both weighted by engagements:
+
+    python benchmarks/generator.py --preset fave --scales 0.05 --recovery \
+        --embedding "n_components=32, alpha=1" "n_components=32, alpha=10"
 """
 
 from __future__ import annotations
@@ -204,6 +214,74 @@ def print_preset_statistics(preset: str, scales, seed: int = 0) -> None:
         print(f"| {name} | {cells} |")
 
 
+def planted_recovery(preset: str, scale: float, settings, seed: int = 0):
+    """For each dict of `GraphEmbedder` settings: (purity, NMI, embedding seconds) of the
+    preset's training chunks embedded and clustered into its K, against the planted
+    interests."""
+    from scipy import sparse
+    from sklearn.metrics import normalized_mutual_info_score
+
+    from sklearn_micro import GraphEmbedder, SphericalKMeans
+
+    params = preset_parameters(preset, scale)
+    chunks = _generate(**params.generator, random_state=seed)
+    next(chunks)
+    planted = np.full(params.generator["n_items"], -1)
+    users, items = [], []
+    for t, who, item, new, _ in chunks:
+        planted[new["id"]] = new["interest"]
+        if t < params.train_chunks:
+            users.append(who)
+            items.append(item)
+    users, items = np.concatenate(users), np.concatenate(items)
+    train = np.column_stack([users, items, np.zeros_like(users)])
+    del users
+    weight_of = np.bincount(items, minlength=planted.shape[0])
+    k = params.n_interests
+    for setting in settings:
+        start = time.perf_counter()
+        embedder = GraphEmbedder(**setting, random_state=seed, n_jobs=-1).fit(train)
+        seconds = time.perf_counter() - start
+        found = SphericalKMeans(k, random_state=seed, n_jobs=-1).fit(
+            embedder.item_vectors_).labels_
+        ids = embedder.item_ids_.ids
+        weight, truth = weight_of[ids], planted[ids]
+        table = sparse.coo_matrix((weight, (found, truth)), shape=(k, k)).tocsr()
+        purity = table.max(axis=1).sum() / weight.sum()
+        rows = np.repeat(np.arange(ids.shape[0]), weight)
+        nmi = normalized_mutual_info_score(truth[rows], found[rows])
+        yield setting, purity, nmi, seconds
+
+
+def print_planted_recovery(preset: str, scales, settings, seed: int = 0) -> None:
+    print(f"The {preset} preset's planted interests found by the graph embedding and "
+          f"SphericalKMeans(K) of its training chunks (seed {seed}), weighted by "
+          f"engagements\n")
+    print("| scale | K | GraphEmbedder | purity | NMI | embedding, s |")
+    print("|---|---:|---|---:|---:|---:|")
+    for scale in scales:
+        k = preset_parameters(preset, scale).n_interests
+        for setting, purity, nmi, seconds in planted_recovery(preset, scale, settings, seed):
+            shown = ", ".join(f"{name}={value}" for name, value in setting.items())
+            print(f"| {scale:g} | {k:,} | {shown} | {purity:.3f} | {nmi:.3f} | "
+                  f"{seconds:.0f} |", flush=True)
+
+
+def _setting(text: str) -> dict:
+    """``"n_components=32, alpha=1"`` -> ``{"n_components": 32, "alpha": 1}``."""
+    setting = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = part.partition("=")
+        try:
+            setting[name.strip()] = int(value)
+        except ValueError:
+            try:
+                setting[name.strip()] = float(value)
+            except ValueError:
+                setting[name.strip()] = value.strip().strip("'\"")
+    return setting
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=0.01)
@@ -211,8 +289,18 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--preset", choices=["fave", "follow"])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.05, 0.25])
+    parser.add_argument("--recovery", action="store_true",
+                        help="with --preset: the planted interests the embedding finds")
+    parser.add_argument("--embedding", nargs="+", type=_setting,
+                        default=[{"n_components": 128}], metavar="SETTINGS",
+                        help='GraphEmbedder settings for --recovery, e.g. "alpha=1"')
     args = parser.parse_args(argv)
+    if args.recovery and not args.preset:
+        parser.error("--recovery needs --preset")
     header("The generator against TwitterFaveGraph", "generator.py", argv)
+    if args.recovery:
+        print_planted_recovery(args.preset, args.scales, args.embedding, args.seed)
+        return
     if args.preset:
         print_preset_statistics(args.preset, args.scales, args.seed)
         return

@@ -77,9 +77,13 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         ALS sweeps (users, then items), or BPR epochs. The paper trains for 20 epochs
         (``iterations=20``); ``docs/scale_embedding_clustering.md`` compares MiCRO's
         recall after 10, 15 and 20. See Notes for the cost of one.
-    alpha : float, default=1.0
+    alpha : float, default=10.0
         ALS only: a (user, item) pair engaged ``c`` times weighs ``alpha * c`` in the loss,
-        every other pair 1 (`implicit`'s convention).
+        every other pair 1 (`implicit`'s convention). With ``alpha=1`` (`implicit`'s
+        default) the unengaged pairs outweigh the engaged ones and the factorization
+        spends its dimensions on them: when a log has many more interests than
+        ``n_components``, items of different interests share vectors and the clusters
+        lose them (``docs/scale.md`` measures it on the paper's logs).
     learning_rate : float, default=0.01
         BPR only: step size of the stochastic gradient.
     random_state : int, RandomState instance or None, default=None
@@ -163,7 +167,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         solver: str = "blocked",
         regularization: float = 0.01,
         iterations: int = 10,
-        alpha: float = 1.0,
+        alpha: float = 10.0,
         learning_rate: float = 0.01,
         random_state: int | np.random.RandomState | None = None,
         n_jobs: int | None = None,
