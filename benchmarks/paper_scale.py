@@ -30,6 +30,11 @@ and microseconds per engagement) and the growth curve across scales.
     python benchmarks/paper_scale.py --scales 0.01 0.05 0.25 --k 5000 --k-follows-scale
     python benchmarks/paper_scale.py --generate-only --scales 0.05 --data-dir /work/data-scale
     python benchmarks/paper_scale.py --scales 0.05 --draw naive   # or --item-life 10
+    python benchmarks/paper_scale.py --from-reproduce OUT1 OUT2 ...
+
+``--from-reproduce`` reads the stage tables of earlier ``sklearn-micro reproduce --preset``
+runs (their ``--out`` directories) and prints each stage's cpu microseconds and peak bytes
+per engagement of the log side by side, one column per run.
 
 At a fixed K an interest holds more of a chunk's items as the log grows, and each user's
 ranking scans them, so the rolling evaluations grow faster than the log. With
@@ -55,7 +60,7 @@ FAVE = dict(engagements=283_000_000, users=6_700_000, items=13_000_000, chunks=1
 FOLLOW = dict(engagements=261_000_000, users=12_000_000, items=3_500_000, chunks=25,
               first_chunk=0, test_chunks=7, columns=("user_index", "author_index", "time_chunk"))
 SHAPES = {"fave": FAVE, "follow": FOLLOW}
-SCALES = {0.01: "1/100", 0.05: "1/20", 0.25: "1/4", 1.0: "full"}
+SCALES = {0.01: "1/100", 0.05: "1/20", 0.1: "1/10", 0.25: "1/4", 1.0: "full"}
 
 
 def _writer(path: Path, columns):
@@ -284,6 +289,39 @@ def growth_tables(growth) -> str:
     return "\n".join(lines)
 
 
+def reproduce_costs(outs) -> str:
+    """Each stage's cpu microseconds and peak bytes per engagement of the log, one column
+    per `reproduce` output directory (its ``checkpoints/stages.json`` and ``config.json``)."""
+    runs = []
+    for out in map(Path, outs):
+        stages = json.loads((out / "checkpoints" / "stages.json").read_text())["stages"]
+        config = json.loads((out / "checkpoints" / "config.json").read_text())
+        n = next(s["work"] for s in stages if s["name"] == "drawing")
+        name = f"{config.get('preset', out.name)} {_scale_name(config.get('scale', 1.0))}"
+        runs.append((name, n, {s["name"]: s for s in stages}))
+    names = list(dict.fromkeys(name for _, _, stages in runs for name in stages))
+    head = " | ".join(f"{name}, cpu us" for name, _, _ in runs)
+    peaks = " | ".join(f"{name}, bytes" for name, _, _ in runs)
+    lines = [f"| stage | {head} | {peaks} |", "|---|" + "---:|" * (2 * len(runs))]
+    for stage in names:
+        cpu = [f"{1e6 * st[stage]['cpu_seconds'] / n:.2f}" if stage in st else ""
+               for _, n, st in runs]
+        peak = [f"{st[stage]['peak'] / n:.0f}" if stage in st else "" for _, n, st in runs]
+        lines.append(f"| {stage} | {' | '.join(cpu)} | {' | '.join(peak)} |")
+    cpu = [f"**{1e6 * sum(s['cpu_seconds'] for s in st.values()) / n:.2f}**"
+           for _, n, st in runs]
+    peak = [f"**{max(s['peak'] for s in st.values()) / n:.0f}**" for _, n, st in runs]
+    lines.append(f"| **whole run** | {' | '.join(cpu)} | {' | '.join(peak)} |")
+    lines.append("")
+    for name, n, st in runs:
+        wall = sum(s["seconds"] for s in st.values())
+        cpu = sum(s["cpu_seconds"] for s in st.values())
+        peak = max(s["peak"] for s in st.values())
+        lines.append(f"- {name}: {n:,} engagements, {wall:,.0f} s of stages, {cpu:,.0f} cpu "
+                     f"seconds, peak {peak / 2**20:,.0f} MiB")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.05])
@@ -305,7 +343,12 @@ def main(argv=None) -> int:
     parser.add_argument("--regenerate", action="store_true")
     parser.add_argument("--from-json", metavar="FILE", nargs="+",
                         help="print the tables of earlier runs (their growth.json) again")
+    parser.add_argument("--from-reproduce", metavar="OUT", nargs="+",
+                        help="the cost per engagement of earlier `reproduce` runs' stages")
     args = parser.parse_args(argv)
+    if args.from_reproduce:
+        print(reproduce_costs(args.from_reproduce))
+        return 0
     data_dir, out_dir = Path(args.data_dir), Path(args.out)
     growth = []
     if args.from_json:
