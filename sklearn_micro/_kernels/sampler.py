@@ -15,7 +15,34 @@ in its user's support.
 import math
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# a sweep asks for the (item, interest) counts of the engagement this many ahead: they are
+# scattered over the chunk's entries, and waiting for each costs more than the draw
+PREFETCH_AHEAD = 16
+
+
+@intrinsic
+def _prefetch(typingctx, array, index):
+    """Ask the processor to bring ``array[index]`` into its caches (LLVM's prefetch, for
+    a read with high locality); no effect on any value."""
+
+    def codegen(context, builder, signature, args):
+        values = context.make_array(array)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array, values, [args[1]])
+        byte_pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), ir.Constant(i32, 0),
+                                ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -39,6 +66,9 @@ def sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
     cum = np.empty(max_s, np.float64)
     changed = 0
     for e in range(n):
+        if e + PREFETCH_AHEAD < n:
+            for p in range(entry_ptr[e + PREFETCH_AHEAD], entry_ptr[e + PREFETCH_AHEAD + 1]):
+                _prefetch(entry_count, entry_of[p])
         u = engagement_user[e]
         s0 = support_ptr[u]
         s = support_ptr[u + 1] - s0
@@ -88,15 +118,52 @@ def _lgamma_ratio(a, c):
     return math.log(product)
 
 
+# the log-likelihood sums its terms in this many fixed blocks, whatever the number of
+# threads, so that its value (and with it the chain's convergence) is the same on any
+LL_BLOCKS = 64
+# (item, interest) counts below this are tallied and their terms summed once per count
+LL_TALLY = 64
+
+
 @njit(cache=True, parallel=True)
 def chunk_log_likelihood(support_prior, user_count, entry_count, interest_count, beta,
                          i_beta):
-    """Collapsed log p(z_t, e_t), up to terms that do not depend on z_t."""
+    """Collapsed log p(z_t, e_t), up to terms that do not depend on z_t.
+
+    The (item, interest) counts are mostly 0 or small: each block tallies how many
+    entries hold each small count, and a count's term is added once, times its tally.
+    The blocks are fixed and summed in order, so the value does not depend on the number
+    of threads.
+    """
+    n_slots = user_count.shape[0]
+    n_entries = entry_count.shape[0]
+    user_part = np.zeros(LL_BLOCKS)
+    large_part = np.zeros(LL_BLOCKS)
+    tally = np.zeros((LL_BLOCKS, LL_TALLY), np.int64)
+    for b in prange(LL_BLOCKS):
+        acc = 0.0
+        for j in range(n_slots * b // LL_BLOCKS, n_slots * (b + 1) // LL_BLOCKS):
+            acc += _lgamma_ratio(support_prior[j], user_count[j])
+        user_part[b] = acc
+        acc = 0.0
+        for c in range(n_entries * b // LL_BLOCKS, n_entries * (b + 1) // LL_BLOCKS):
+            count = entry_count[c]
+            if count < LL_TALLY:
+                tally[b, count] += 1
+            else:
+                acc += _lgamma_ratio(beta, count)
+        large_part[b] = acc
     ll = 0.0
-    for j in prange(user_count.shape[0]):
-        ll += _lgamma_ratio(support_prior[j], user_count[j])
-    for c in prange(entry_count.shape[0]):
-        ll += _lgamma_ratio(beta, entry_count[c])
+    for b in range(LL_BLOCKS):
+        ll += user_part[b]
+    for count in range(1, LL_TALLY):
+        n = 0
+        for b in range(LL_BLOCKS):
+            n += tally[b, count]
+        if n:
+            ll += n * _lgamma_ratio(beta, count)
+    for b in range(LL_BLOCKS):
+        ll += large_part[b]
     for k in range(interest_count.shape[0]):
         ll -= _lgamma_ratio(i_beta, interest_count[k])
     return ll
