@@ -23,10 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from ._dask import on_cluster
-from ._kernels import sampler
+from ._kernels import numba_threads, sampler
 from ._parallel import active_client
 
 __all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "chain_threads",
@@ -273,9 +274,10 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     i_beta = layout.n_items * beta
     partitions = partition_layout(layout, n_partitions(layout, n_jobs, min_partition_work))
     trace: list[float] = []
-    # the log-likelihood is the same on any number of threads: a chunk sampled as one chain
-    # gives the n_jobs=1 chain to the last bit
-    with _partition_sweeps(layout, partitions) as sweep_partitions:
+    # the log-likelihood's parallel sum takes as many threads as there are partitions: a
+    # chunk sampled as one chain gives the n_jobs=1 chain to the last bit
+    with numba_threads(min(numba.get_num_threads(), len(partitions))), \
+            _partition_sweeps(layout, partitions) as sweep_partitions:
         for sweep in range(max_sweeps):
             seeds = [sweep_seed(chunk_seed, pass_, sweep, p) for p in range(len(partitions))]
             if len(partitions) == 1:

@@ -118,55 +118,37 @@ def _lgamma_ratio(a, c):
     return math.log(product)
 
 
-# the log-likelihood sums its terms in this many fixed blocks, whatever the number of
-# threads, so that its value (and with it the chain's convergence) is the same on any
-LL_BLOCKS = 64
-# (item, interest) counts below this are tallied and their terms summed once per count
-LL_TALLY = 64
-
-
 @njit(cache=True, parallel=True)
 def chunk_log_likelihood(support_prior, user_count, entry_count, interest_count, beta,
                          i_beta):
-    """Collapsed log p(z_t, e_t), up to terms that do not depend on z_t.
-
-    The (item, interest) counts are mostly 0 or small: each block tallies how many
-    entries hold each small count, and a count's term is added once, times its tally.
-    The blocks are fixed and summed in order, so the value does not depend on the number
-    of threads.
-    """
-    n_slots = user_count.shape[0]
-    n_entries = entry_count.shape[0]
-    user_part = np.zeros(LL_BLOCKS)
-    large_part = np.zeros(LL_BLOCKS)
-    tally = np.zeros((LL_BLOCKS, LL_TALLY), np.int64)
-    for b in prange(LL_BLOCKS):
-        acc = 0.0
-        for j in range(n_slots * b // LL_BLOCKS, n_slots * (b + 1) // LL_BLOCKS):
-            acc += _lgamma_ratio(support_prior[j], user_count[j])
-        user_part[b] = acc
-        acc = 0.0
-        for c in range(n_entries * b // LL_BLOCKS, n_entries * (b + 1) // LL_BLOCKS):
-            count = entry_count[c]
-            if count < LL_TALLY:
-                tally[b, count] += 1
-            else:
-                acc += _lgamma_ratio(beta, count)
-        large_part[b] = acc
+    """Collapsed log p(z_t, e_t), up to terms that do not depend on z_t."""
     ll = 0.0
-    for b in range(LL_BLOCKS):
-        ll += user_part[b]
-    for count in range(1, LL_TALLY):
-        n = 0
-        for b in range(LL_BLOCKS):
-            n += tally[b, count]
-        if n:
-            ll += n * _lgamma_ratio(beta, count)
-    for b in range(LL_BLOCKS):
-        ll += large_part[b]
+    for j in prange(user_count.shape[0]):
+        ll += _lgamma_ratio(support_prior[j], user_count[j])
+    for c in prange(entry_count.shape[0]):
+        ll += _lgamma_ratio(beta, entry_count[c])
     for k in range(interest_count.shape[0]):
         ll -= _lgamma_ratio(i_beta, interest_count[k])
     return ll
+
+
+@njit(cache=True, inline="always")
+def _prefetch_engagement(q, order, engagement_user, entry_ptr, entry_of, support_ptr,
+                         support_interest):
+    """Prefetch, in three stages, what the engagements ``order[q + ...]`` ahead of the
+    ``q``-th will read: their user and slots, then their user's support and their map,
+    then the support's interests (each stage reads what the one before brought in)."""
+    n = order.shape[0]
+    if q + 2 * PREFETCH_AHEAD < n:
+        e = order[q + 2 * PREFETCH_AHEAD]
+        _prefetch(engagement_user, e)
+        _prefetch(entry_ptr, e)
+    if q + PREFETCH_AHEAD < n:
+        e = order[q + PREFETCH_AHEAD]
+        _prefetch(support_ptr, engagement_user[e])
+        _prefetch(entry_of, entry_ptr[e])
+    if q + PREFETCH_AHEAD // 2 < n:
+        _prefetch(support_interest, support_ptr[engagement_user[order[q + PREFETCH_AHEAD // 2]]])
 
 
 @njit(cache=True)
@@ -203,6 +185,8 @@ def entry_map(engagement_user, engagement_item, entry_ptr, support_ptr, support_
     for it in range(n_items):
         first = n_entries
         for q in range(start[it], start[it + 1]):
+            _prefetch_engagement(q, by_item, engagement_user, entry_ptr, entry_of,
+                                 support_ptr, support_interest)
             e = by_item[q]
             s0 = support_ptr[engagement_user[e]]
             p0 = entry_ptr[e]
@@ -227,7 +211,11 @@ def count_assignments(engagement_user, entry_ptr, entry_of, support_ptr, support
     user_count = np.zeros(support_interest.shape[0], np.int32)
     entry_count = np.zeros(n_entries, np.int32)
     interest_count = np.zeros(n_interests, np.int32)
-    for e in range(engagement_user.shape[0]):
+    n = engagement_user.shape[0]
+    for e in range(n):
+        if e + PREFETCH_AHEAD < n:
+            ahead = e + PREFETCH_AHEAD
+            _prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
         s = support_ptr[engagement_user[e]] + z[e]
         user_count[s] += 1
         entry_count[entry_of[entry_ptr[e] + z[e]]] += 1
@@ -240,7 +228,11 @@ def localize(entry_of, n_entries):
     """The sorted distinct entries that ``entry_of`` touches, and ``entry_of`` rewritten as
     positions among them (a partition's map into its own copy of the counts)."""
     rank = np.zeros(n_entries, np.int32)
-    for p in range(entry_of.shape[0]):
+    n = entry_of.shape[0]
+    ahead = 4 * PREFETCH_AHEAD
+    for p in range(n):
+        if p + ahead < n:
+            _prefetch(rank, entry_of[p + ahead])
         rank[entry_of[p]] = 1
     n_touched = 0
     for c in range(n_entries):
@@ -253,8 +245,10 @@ def localize(entry_of, n_entries):
     for c in range(n_entries):
         if rank[c] >= 0:
             entries[rank[c]] = c
-    local = np.empty(entry_of.shape[0], np.int32)
-    for p in range(entry_of.shape[0]):
+    local = np.empty(n, np.int32)
+    for p in range(n):
+        if p + ahead < n:
+            _prefetch(rank, entry_of[p + ahead])
         local[p] = rank[entry_of[p]]
     return entries, local
 
@@ -273,7 +267,13 @@ def gather(values, positions):
 def add_moves(entry_count, entry_ptr, entry_of, before, z):
     """Move the (item, interest) counts of the engagements whose assignment changed from
     ``before`` to ``z``."""
-    for e in range(z.shape[0]):
+    n = z.shape[0]
+    for e in range(n):
+        if e + PREFETCH_AHEAD < n:
+            ahead = e + PREFETCH_AHEAD
+            if before[ahead] != z[ahead]:
+                _prefetch(entry_count, entry_of[entry_ptr[ahead] + before[ahead]])
+                _prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
         a = before[e]
         b = z[e]
         if a != b:
