@@ -4,10 +4,10 @@ Part 1 samples one large chunk drawn from the paper's generative model (planted 
 with ``MiCRO.partial_fit`` and trains tomotopy's ``LDAModel`` on the same engagements (users
 as documents, items as words), with the same number of interests K, the same number of
 sweeps and the same number of threads (``--threads``, all cores by default): MiCRO's
-sampler with the partitions of the chunk's users that ``min_partition_work`` gives it, and
-again with ``n_jobs`` partitions (``min_partition_work=0``), merged after every sweep
-(AD-LDA); tomotopy with as many ``workers`` and its default parallel scheme. ``--support 6
-12`` draws users of several interests, as in the paper's logs.
+sampler with the chunk as one chain, and again in ``n_jobs`` partitions of its users
+(``min_partition_work=0``) merged after every sweep (AD-LDA); tomotopy with as many
+``workers`` and its default parallel scheme. ``--support 6 12`` draws users of several
+interests, as in the paper's logs.
 
 Part 2 times ``MiCRO.recommend`` (exact top-m, numba threads = all cores) on the model of
 part 1 with the largest K, against a dense scan on a subset of the users: each user's
@@ -46,6 +46,8 @@ FULL = dict(users=200_000, train=3_000_000, test=1_500_000, items=68_000,
             interests=[1000, 5000], sweeps=10, rec_users=200_000, dense_users=300)
 QUICK = dict(users=50_000, train=600_000, test=300_000, items=20_000,
              interests=[1000, 5000], sweeps=5, rec_users=50_000, dense_users=200)
+# a min_partition_work no chunk reaches: the chunk is sampled as one chain
+ONE_CHAIN = 1 << 62
 
 
 # ------------------------------------------------------------------------- timing
@@ -235,9 +237,9 @@ def main(argv=None) -> None:
           "`ParallelScheme.DEFAULT` (`NONE` for one thread), "
           f"`optim_interval=0`, alpha 0.1, eta {beta}); MiCRO alpha 1.0, beta {beta}, "
           f"`tol=0, max_sweeps={args.sweeps}` (exactly that many sweeps; tomotopy runs the "
-          "number of sweeps MiCRO ran); MiCRO's chunk split into partitions as "
-          "`min_partition_work` (default) decides, and into `n_jobs` partitions "
-          "(`min_partition_work=0`)")
+          "number of sweeps MiCRO ran); MiCRO's chunk sampled as one chain, in the "
+          "partitions of the default `min_partition_work=2**22` and in `n_jobs` partitions "
+          "(`min_partition_work=0`), each number of partitions once")
     print(f"- part 2: K = {max(args.interests)}, m = {args.m}, {args.threads} numba threads "
           f"for `recommend` (all {os.cpu_count()} cores), {args.threads} BLAS threads for "
           "the dense scan\n")
@@ -259,10 +261,15 @@ def main(argv=None) -> None:
             fit_time = time.perf_counter() - start
             test_users = fitted.user_ids_.lookup(test[:, 0])
             e_support = np.diff(fitted.support_indptr_)[test_users]
+            # one chain, the default's partitions and n_jobs partitions, each count once
+            default_parts = chain_threads(fitted.support_indptr_, test_users, args.threads)
             runs = {}
-            for name, work in (("default", None), ("forced", 0)):
-                runs[name] = run_micro(fitted, test, work)
-            model, ran, _ = runs["default"]
+            for work in (ONE_CHAIN, None, 0):
+                parts = (default_parts if work is None else
+                         chain_threads(fitted.support_indptr_, test_users, args.threads, work))
+                if parts not in runs:
+                    runs[parts] = run_micro(fitted, test, work)
+            model, ran, _ = runs[default_parts]
             n_assigned = n_e - model.n_unassigned_[1]
             log(f"K={K}: tomotopy ({ran} sweeps)")
             add_time, init_time, tt_time, tt_words = run_tomotopy(test, K, ran, beta,
@@ -271,11 +278,9 @@ def main(argv=None) -> None:
                 log(f"warning: tomotopy holds {tt_words} words, the chunk {n_e}")
             tt_rate = n_e * ran / tt_time
             rows = []
-            for name, (run_model, run_sweeps, prof) in runs.items():
-                parts = chain_threads(fitted.support_indptr_, test_users, args.threads,
-                                      run_model.min_partition_work)
+            for parts, (_, run_sweeps, prof) in runs.items():
                 label = (f"MiCRO `partial_fit` (whole call), {parts} partition"
-                         + ("s" * (parts > 1)) + (", `min_partition_work=0`" * (name == "forced")))
+                         + "s" * (parts > 1) + " (the default here)" * (parts == default_parts))
                 rows.append((label, prof["total"], run_sweeps))
                 profile_rows.append([
                     f"{K:,}", f"{parts}", fmt(prof["total"]), fmt(prof["prepare"]),
@@ -283,7 +288,7 @@ def main(argv=None) -> None:
                     fmt(prof["between"]), fmt(prof["commit"]),
                     f"{1e3 * prof['gibbs_sweep'] / run_sweeps:.0f}",
                     f"{1e3 * prof['chunk_log_likelihood'] / run_sweeps:.0f}"])
-            prof = runs["default"][2]
+            prof = runs[default_parts][2]
             rows.insert(1, ("MiCRO Gibbs sweeps only", prof["gibbs_sweep"], ran))
             rows.append(("tomotopy `LDAModel.train`", tt_time, ran))
             for name, t, n_sweeps in rows:
