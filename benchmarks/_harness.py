@@ -139,11 +139,12 @@ def peak_above():
 
 
 def planted_stream(n_users: int, n_interests: int, n_train: int, n_test: int,
-                   items_per_chunk: int, *, max_support: int = 10, seed: int = 0):
+                   items_per_chunk: int, *, min_support: int = 1, max_support: int = 10,
+                   seed: int = 0):
     """Draw a training chunk (0) and a test chunk (1) from MiCRO's generative model.
 
-    Interests have power-law sizes. Each user has 1 to ``max_support`` interests
-    (``P(s) ∝ s^-1.5``), picked by interest size, and ``theta_u ~ Dir(1)`` over them;
+    Interests have power-law sizes. Each user has ``min_support`` to ``max_support``
+    interests (``P(s) ∝ s^-1.5``), picked by interest size, and ``theta_u ~ Dir(1)`` over them;
     users' activity is log-normal. Each chunk has its own items (all new in the test
     chunk); an item belongs to one interest and ``phi[k, t]`` is skewed towards a few
     items of interest ``k``. Every user engages at least once in training.
@@ -156,7 +157,7 @@ def planted_stream(n_users: int, n_interests: int, n_train: int, n_test: int,
     size = rng.permutation(np.arange(1, K + 1) ** -0.8)
     size /= size.sum()
 
-    s_values = np.arange(1, max_support + 1)
+    s_values = np.arange(min_support, max_support + 1)
     p_s = s_values ** -1.5
     s = rng.choice(s_values, n_users, p=p_s / p_s.sum())
     owner = np.repeat(np.arange(n_users), s)

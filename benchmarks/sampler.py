@@ -4,8 +4,10 @@ Part 1 samples one large chunk drawn from the paper's generative model (planted 
 with ``MiCRO.partial_fit`` and trains tomotopy's ``LDAModel`` on the same engagements (users
 as documents, items as words), with the same number of interests K, the same number of
 sweeps and the same number of threads (``--threads``, all cores by default): MiCRO's
-sampler with ``n_jobs`` partitions of the chunk's users merged after every sweep (AD-LDA),
-tomotopy with as many ``workers`` and its default parallel scheme.
+sampler with the chunk as one chain, and again in ``n_jobs`` partitions of its users
+(``min_partition_work=0``) merged after every sweep (AD-LDA); tomotopy with as many
+``workers`` and its default parallel scheme. ``--support 6 12`` draws users of several
+interests, as in the paper's logs.
 
 Part 2 times ``MiCRO.recommend`` (exact top-m, numba threads = all cores) on the model of
 part 1 with the largest K, against a dense scan on a subset of the users: each user's
@@ -16,13 +18,15 @@ Tables go to stdout as markdown; progress goes to stderr.
 
 Usage::
 
-    python benchmarks/sampler.py            # 3 to 5 minutes on 2 cores, 7 GB of memory
-    python benchmarks/sampler.py --quick    # under a minute, 2 GB
+    python benchmarks/sampler.py                 # 3 to 5 minutes on 2 cores, 7 GB of memory
+    python benchmarks/sampler.py --support 6 12  # users of 6 to 12 interests
+    python benchmarks/sampler.py --quick         # under a minute, 2 GB
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import time
 from contextlib import contextmanager
@@ -35,12 +39,15 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_micro import MiCRO
 from sklearn_micro import micro as micro_module
+from sklearn_micro._gibbs import chain_threads
 from sklearn_micro._kernels import sampler
 
 FULL = dict(users=200_000, train=3_000_000, test=1_500_000, items=68_000,
             interests=[1000, 5000], sweeps=10, rec_users=200_000, dense_users=300)
 QUICK = dict(users=50_000, train=600_000, test=300_000, items=20_000,
              interests=[1000, 5000], sweeps=5, rec_users=50_000, dense_users=200)
+# a min_partition_work no chunk reaches: the chunk is sampled as one chain
+ONE_CHAIN = 1 << 62
 
 
 # ------------------------------------------------------------------------- timing
@@ -87,13 +94,12 @@ def timed_kernels():
 # ------------------------------------------------------------------- part 1: sampler
 
 
-def run_micro(train, interests, test, sweeps, seed, n_jobs):
-    start = time.perf_counter()
-    model = MiCRO(tol=0.0, max_sweeps=sweeps, random_state=seed, n_jobs=n_jobs).fit(
-        train, item_interest=interests)
-    fit_time = time.perf_counter() - start
-    test_users = model.user_ids_.lookup(test[:, 0])
-    support = np.diff(model.support_indptr_)[test_users]
+def run_micro(fitted, test, min_partition_work):
+    """``partial_fit`` of a copy of the fitted model on the test chunk, with
+    ``min_partition_work`` (None: the default): the model, the sweeps and the profile."""
+    model = copy.deepcopy(fitted)
+    if min_partition_work is not None:
+        model.min_partition_work = min_partition_work
     with timed_kernels() as spent:
         start = time.perf_counter()
         model.partial_fit(test)
@@ -108,7 +114,7 @@ def run_micro(train, interests, test, sweeps, seed, n_jobs):
         "between": end - start - prepare - commit - spent["chain"],
         "commit": commit,
     }
-    return model, fit_time, spent["sweeps"], profile, support
+    return model, spent["sweeps"], profile
 
 
 def run_tomotopy(test, n_interests, sweeps, beta, seed, workers):
@@ -199,6 +205,10 @@ def main(argv=None) -> None:
     parser.add_argument("--items", type=int, help="items drawn per chunk (about I_t)")
     parser.add_argument("--interests", type=int, nargs="+", help="values of K")
     parser.add_argument("--sweeps", type=int, help="Gibbs sweeps, for both samplers")
+    parser.add_argument("--support", type=int, nargs=2, default=(1, 10),
+                        metavar=("MIN", "MAX"),
+                        help="interests per user, drawn from MIN to MAX (default 1 10; the "
+                             "paper's regime of users of several interests: 6 12)")
     parser.add_argument("--rec-users", type=int, help="users given to MiCRO.recommend")
     parser.add_argument("--dense-users", type=int, help="users given to the dense scan")
     parser.add_argument("--m", type=int, default=100, help="items per user")
@@ -220,14 +230,16 @@ def main(argv=None) -> None:
     header("MiCRO sampler and retrieval benchmark", "sampler.py", argv, tp)
     print(f"- stream: {args.users:,} users, a training chunk of {args.train:,} engagements "
           f"and a test chunk of {args.test:,}, about {args.items:,} items per chunk (all "
-          "new in the test chunk), 1-10 interests per user, drawn from the generative "
-          "model")
+          f"new in the test chunk), {args.support[0]}-{args.support[1]} interests per user, "
+          "drawn from the generative model")
     print(f"- part 1: K in {args.interests}, {args.sweeps} sweeps, {args.threads} threads "
           f"each (MiCRO `n_jobs={args.threads}`; tomotopy `workers={args.threads}`, "
           "`ParallelScheme.DEFAULT` (`NONE` for one thread), "
           f"`optim_interval=0`, alpha 0.1, eta {beta}); MiCRO alpha 1.0, beta {beta}, "
           f"`tol=0, max_sweeps={args.sweeps}` (exactly that many sweeps; tomotopy runs the "
-          "number of sweeps MiCRO ran)")
+          "number of sweeps MiCRO ran); MiCRO's chunk sampled as one chain, in the "
+          "partitions of the default `min_partition_work=2**22` and in `n_jobs` partitions "
+          "(`min_partition_work=0`), each number of partitions once")
     print(f"- part 2: K = {max(args.interests)}, m = {args.m}, {args.threads} numba threads "
           f"for `recommend` (all {os.cpu_count()} cores), {args.threads} BLAS threads for "
           "the dense scan\n")
@@ -239,11 +251,25 @@ def main(argv=None) -> None:
         for K in args.interests:
             log(f"K={K}: drawing the stream")
             train, interests, test, support = planted_stream(
-                args.users, K, args.train, args.test, args.items, seed=args.seed)
+                args.users, K, args.train, args.test, args.items, min_support=args.support[0],
+                max_support=args.support[1], seed=args.seed)
             n_e = test.shape[0]
             log(f"K={K}: MiCRO fit and partial_fit")
-            model, fit_time, ran, prof, e_support = run_micro(
-                train, interests, test, args.sweeps, args.seed, args.threads)
+            start = time.perf_counter()
+            fitted = MiCRO(tol=0.0, max_sweeps=args.sweeps, random_state=args.seed,
+                           n_jobs=args.threads).fit(train, item_interest=interests)
+            fit_time = time.perf_counter() - start
+            test_users = fitted.user_ids_.lookup(test[:, 0])
+            e_support = np.diff(fitted.support_indptr_)[test_users]
+            # one chain, the default's partitions and n_jobs partitions, each count once
+            default_parts = chain_threads(fitted.support_indptr_, test_users, args.threads)
+            runs = {}
+            for work in (ONE_CHAIN, None, 0):
+                parts = (default_parts if work is None else
+                         chain_threads(fitted.support_indptr_, test_users, args.threads, work))
+                if parts not in runs:
+                    runs[parts] = run_micro(fitted, test, work)
+            model, ran, _ = runs[default_parts]
             n_assigned = n_e - model.n_unassigned_[1]
             log(f"K={K}: tomotopy ({ran} sweeps)")
             add_time, init_time, tt_time, tt_words = run_tomotopy(test, K, ran, beta,
@@ -251,18 +277,25 @@ def main(argv=None) -> None:
             if tt_words != n_e:
                 log(f"warning: tomotopy holds {tt_words} words, the chunk {n_e}")
             tt_rate = n_e * ran / tt_time
-            sweeps_only = prof["gibbs_sweep"]
-            for name, t in (("MiCRO `partial_fit` (whole call)", prof["total"]),
-                            ("MiCRO Gibbs sweeps only", sweeps_only),
-                            ("tomotopy `LDAModel.train`", tt_time)):
-                rate = n_e * ran / t
-                speed_rows.append([f"{K:,}", name, f"{n_e:,}", ran, fmt(t), fmt(ran / t),
-                                   f"{rate:,.0f}", f"{rate / tt_rate:.1f}x"])
-            profile_rows.append([
-                f"{K:,}", fmt(prof["total"]), fmt(prof["prepare"]), fmt(prof["gibbs_sweep"]),
-                fmt(prof["chunk_log_likelihood"]), fmt(prof["between"]), fmt(prof["commit"]),
-                f"{1e3 * prof['gibbs_sweep'] / ran:.0f}",
-                f"{1e3 * prof['chunk_log_likelihood'] / ran:.0f}"])
+            rows = []
+            for parts, (_, run_sweeps, prof) in runs.items():
+                label = (f"MiCRO `partial_fit` (whole call), {parts} partition"
+                         + "s" * (parts > 1) + " (the default here)" * (parts == default_parts))
+                rows.append((label, prof["total"], run_sweeps))
+                profile_rows.append([
+                    f"{K:,}", f"{parts}", fmt(prof["total"]), fmt(prof["prepare"]),
+                    fmt(prof["gibbs_sweep"]), fmt(prof["chunk_log_likelihood"]),
+                    fmt(prof["between"]), fmt(prof["commit"]),
+                    f"{1e3 * prof['gibbs_sweep'] / run_sweeps:.0f}",
+                    f"{1e3 * prof['chunk_log_likelihood'] / run_sweeps:.0f}"])
+            prof = runs[default_parts][2]
+            rows.insert(1, ("MiCRO Gibbs sweeps only", prof["gibbs_sweep"], ran))
+            rows.append(("tomotopy `LDAModel.train`", tt_time, ran))
+            for name, t, n_sweeps in rows:
+                rate = n_e * n_sweeps / t
+                speed_rows.append([f"{K:,}", name, f"{n_e:,}", n_sweeps, fmt(t),
+                                   fmt(n_sweeps / t), f"{rate:,.0f}",
+                                   f"{rate / tt_rate:.1f}x"])
             setup_rows.append([
                 f"{K:,}", f"{np.mean(support):.2f}", f"{np.mean(e_support):.2f}",
                 f"{100 * np.mean(e_support == 1):.0f}%",
@@ -270,16 +303,19 @@ def main(argv=None) -> None:
                 fmt(add_time), fmt(init_time)])
             if K == max(args.interests):
                 rec_model = model
-            del model, train, interests, test
+            del model, fitted, runs, train, interests, test
 
     print(f"## 1. Gibbs sampling speed, {args.threads} threads each\n")
     print("Engagements/s = engagements x sweeps / time. The ratio is to tomotopy at the "
           "same K.\n")
     print(table(["K", "sampler", "engagements", "sweeps", "time (s)", "sweeps/s",
                  "engagements/s", "vs tomotopy"], speed_rows))
-    print("\nWhere `partial_fit`'s time goes (seconds): the two numba kernels, and the "
-          "numpy work before the first sweep, between kernel calls and after the last.\n")
-    print(table(["K", "partial_fit", "prepare chunk", "Gibbs sweeps", "log-likelihood",
+    print("\nWhere `partial_fit`'s time goes (seconds): the chain's sweeps (with the "
+          "partitions' copies and merges) and log-likelihoods, and the work before the "
+          "first sweep (laying the chunk out), between kernel calls and after the last "
+          "(committing).\n")
+    print(table(["K", "partitions", "partial_fit", "prepare chunk", "Gibbs sweeps",
+                 "log-likelihood",
                  "between kernels", "commit", "ms per sweep", "ms per log-likelihood"],
                 profile_rows))
     print(f"\nNot timed above (seconds): numba warm-up (compile or cache load) {fmt(warm)}; "

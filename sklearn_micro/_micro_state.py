@@ -236,11 +236,12 @@ def latest_chunk(chunk, items, phi_items, phi_k, phi_w, n_interests, phi_decay,
         pop_items = np.concatenate([pop_items, previous.items[keep]])
         pop_w = np.concatenate([pop_w, old_pop[keep]])
     chunk_items = as_index(distinct(pop_items))
-    pop_local = np.searchsorted(chunk_items, pop_items)
+    position = Vocabulary(chunk_items)
+    pop_local = position.lookup(pop_items, dtype=np.int32)
     item_count = np.bincount(pop_local, weights=pop_w, minlength=chunk_items.shape[0])
     phi_indptr, phi_item, phi_count = counts_csr(
-        phi_k, np.searchsorted(chunk_items, phi_items), n_interests, chunk_items.shape[0],
-        weights=phi_w)
+        phi_k, position.lookup(phi_items, dtype=np.int32), n_interests,
+        chunk_items.shape[0], weights=phi_w)
     popular_order = as_index(np.lexsort((chunk_items, -item_count)), chunk_items.shape[0])
     return LatestChunk(int(chunk), chunk_items, item_count, phi_indptr, phi_item, phi_count,
                        np.bincount(phi_k, weights=phi_w, minlength=n_interests),

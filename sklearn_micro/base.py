@@ -122,12 +122,12 @@ class SeenItems:
         new = user.astype(np.int64)
         new <<= 32
         new |= item
-        new.sort()
+        new.sort(kind="stable")  # a chunk's pairs come mostly sorted: a merge sort is quick
         if new.size:
             new = new[np.concatenate(([True], new[1:] != new[:-1]))]
         for run in self.runs:
             if new.size:
-                new = new[~_sorted_contains(run, new)]
+                new = new[~csr.sorted_contains(run, new)]
         runs = self.runs + [new] if new.size else list(self.runs)
         while len(runs) > 1 and 2 * runs[-1].shape[0] >= runs[-2].shape[0]:
             runs[-2:] = [csr.merge_distinct(runs[-2], runs[-1])]
@@ -171,14 +171,6 @@ class SeenItems:
         keys = np.concatenate(keyed)
         keys.sort()
         return indptr, keys & 0xFFFFFFFF
-
-
-def _sorted_contains(sorted_values: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """Whether each of ``values`` is in ``sorted_values``."""
-    at = np.searchsorted(sorted_values, values)
-    found = at < sorted_values.shape[0]
-    found[found] = sorted_values[at[found]] == values[found]
-    return found
 
 
 class RecommenderMixin:

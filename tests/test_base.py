@@ -33,6 +33,18 @@ def test_lookup_refuses_uint64_ids_beyond_int64():
     assert_array_equal(vocab.lookup(np.array([2, 7], np.uint64)), [1, -1])
 
 
+@settings(deadline=None)
+@given(st.lists(st.integers(0, 300), max_size=200), st.lists(st.integers(-5, 305), max_size=60))
+def test_sorted_contains_answers_like_isin(sorted_values, values):
+    """The galloping walk finds each sorted value among sorted distinct values, from
+    either side of the range and with long gaps between hits."""
+    from sklearn_micro._kernels.csr import sorted_contains
+
+    a = np.unique(np.array(sorted_values, np.int64))
+    b = np.unique(np.array(values, np.int64))
+    assert_array_equal(sorted_contains(a, b), np.isin(b, a))
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2**32 - 1)),
                          max_size=20), min_size=1, max_size=5))

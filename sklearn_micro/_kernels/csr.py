@@ -3,6 +3,8 @@
 import numpy as np
 from numba import njit
 
+from .selection import lower_bound
+
 
 def keep_entries(indptr, keep):
     """The ``indptr`` of a CSR with only its entries where ``keep`` is True (every row
@@ -66,3 +68,24 @@ def merge_distinct(old, new):
     out = np.empty(_merge_pass(old, new, old[:0], False), old.dtype)
     _merge_pass(old, new, out, True)
     return out
+
+
+@njit(cache=True)
+def sorted_contains(sorted_values, values):
+    """Whether each of ``values`` (sorted) is in ``sorted_values`` (sorted): one forward
+    walk that gallops over ``sorted_values``, O(m log(n / m)) for m values among n."""
+    n = sorted_values.shape[0]
+    found = np.zeros(values.shape[0], np.bool_)
+    lo = 0
+    for i in range(values.shape[0]):
+        value = values[i]
+        # every sorted_values[:lo] is below value; gallop to an hi that is not
+        step = 1
+        hi = lo
+        while hi < n and sorted_values[hi] < value:
+            lo = hi + 1
+            hi = lo + step
+            step *= 2
+        lo = lower_bound(sorted_values, lo, min(hi, n), value)
+        found[i] = lo < n and sorted_values[lo] == value
+    return found

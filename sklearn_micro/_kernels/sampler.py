@@ -15,7 +15,34 @@ in its user's support.
 import math
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+# a sweep asks for the (item, interest) counts of the engagement this many ahead: they are
+# scattered over the chunk's entries, and waiting for each costs more than the draw
+PREFETCH_AHEAD = 16
+
+
+@intrinsic
+def _prefetch(typingctx, array, index):
+    """Ask the processor to bring ``array[index]`` into its caches (LLVM's prefetch, for
+    a read with high locality); no effect on any value."""
+
+    def codegen(context, builder, signature, args):
+        values = context.make_array(array)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array, values, [args[1]])
+        byte_pointer = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), ir.Constant(i32, 0),
+                                ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -39,6 +66,9 @@ def sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
     cum = np.empty(max_s, np.float64)
     changed = 0
     for e in range(n):
+        if e + PREFETCH_AHEAD < n:
+            for p in range(entry_ptr[e + PREFETCH_AHEAD], entry_ptr[e + PREFETCH_AHEAD + 1]):
+                _prefetch(entry_count, entry_of[p])
         u = engagement_user[e]
         s0 = support_ptr[u]
         s = support_ptr[u + 1] - s0
@@ -102,6 +132,25 @@ def chunk_log_likelihood(support_prior, user_count, entry_count, interest_count,
     return ll
 
 
+@njit(cache=True, inline="always")
+def _prefetch_engagement(q, order, engagement_user, entry_ptr, entry_of, support_ptr,
+                         support_interest):
+    """Prefetch, in three stages, what the engagements ``order[q + ...]`` ahead of the
+    ``q``-th will read: their user and slots, then their user's support and their map,
+    then the support's interests (each stage reads what the one before brought in)."""
+    n = order.shape[0]
+    if q + 2 * PREFETCH_AHEAD < n:
+        e = order[q + 2 * PREFETCH_AHEAD]
+        _prefetch(engagement_user, e)
+        _prefetch(entry_ptr, e)
+    if q + PREFETCH_AHEAD < n:
+        e = order[q + PREFETCH_AHEAD]
+        _prefetch(support_ptr, engagement_user[e])
+        _prefetch(entry_of, entry_ptr[e])
+    if q + PREFETCH_AHEAD // 2 < n:
+        _prefetch(support_interest, support_ptr[engagement_user[order[q + PREFETCH_AHEAD // 2]]])
+
+
 @njit(cache=True)
 def entry_map(engagement_user, engagement_item, entry_ptr, support_ptr, support_interest,
               n_items, n_interests):
@@ -136,6 +185,8 @@ def entry_map(engagement_user, engagement_item, entry_ptr, support_ptr, support_
     for it in range(n_items):
         first = n_entries
         for q in range(start[it], start[it + 1]):
+            _prefetch_engagement(q, by_item, engagement_user, entry_ptr, entry_of,
+                                 support_ptr, support_interest)
             e = by_item[q]
             s0 = support_ptr[engagement_user[e]]
             p0 = entry_ptr[e]
@@ -160,7 +211,11 @@ def count_assignments(engagement_user, entry_ptr, entry_of, support_ptr, support
     user_count = np.zeros(support_interest.shape[0], np.int32)
     entry_count = np.zeros(n_entries, np.int32)
     interest_count = np.zeros(n_interests, np.int32)
-    for e in range(engagement_user.shape[0]):
+    n = engagement_user.shape[0]
+    for e in range(n):
+        if e + PREFETCH_AHEAD < n:
+            ahead = e + PREFETCH_AHEAD
+            _prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
         s = support_ptr[engagement_user[e]] + z[e]
         user_count[s] += 1
         entry_count[entry_of[entry_ptr[e] + z[e]]] += 1
@@ -173,7 +228,11 @@ def localize(entry_of, n_entries):
     """The sorted distinct entries that ``entry_of`` touches, and ``entry_of`` rewritten as
     positions among them (a partition's map into its own copy of the counts)."""
     rank = np.zeros(n_entries, np.int32)
-    for p in range(entry_of.shape[0]):
+    n = entry_of.shape[0]
+    ahead = 4 * PREFETCH_AHEAD
+    for p in range(n):
+        if p + ahead < n:
+            _prefetch(rank, entry_of[p + ahead])
         rank[entry_of[p]] = 1
     n_touched = 0
     for c in range(n_entries):
@@ -186,8 +245,10 @@ def localize(entry_of, n_entries):
     for c in range(n_entries):
         if rank[c] >= 0:
             entries[rank[c]] = c
-    local = np.empty(entry_of.shape[0], np.int32)
-    for p in range(entry_of.shape[0]):
+    local = np.empty(n, np.int32)
+    for p in range(n):
+        if p + ahead < n:
+            _prefetch(rank, entry_of[p + ahead])
         local[p] = rank[entry_of[p]]
     return entries, local
 
@@ -206,7 +267,13 @@ def gather(values, positions):
 def add_moves(entry_count, entry_ptr, entry_of, before, z):
     """Move the (item, interest) counts of the engagements whose assignment changed from
     ``before`` to ``z``."""
-    for e in range(z.shape[0]):
+    n = z.shape[0]
+    for e in range(n):
+        if e + PREFETCH_AHEAD < n:
+            ahead = e + PREFETCH_AHEAD
+            if before[ahead] != z[ahead]:
+                _prefetch(entry_count, entry_of[entry_ptr[ahead] + before[ahead]])
+                _prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
         a = before[e]
         b = z[e]
         if a != b:
