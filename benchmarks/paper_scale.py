@@ -296,7 +296,11 @@ def reproduce_costs(outs) -> str:
     for out in map(Path, outs):
         stages = json.loads((out / "checkpoints" / "stages.json").read_text())["stages"]
         config = json.loads((out / "checkpoints" / "config.json").read_text())
-        n = next(s["work"] for s in stages if s["name"] == "drawing")
+        n = next((s["work"] for s in stages if s["name"] == "drawing"), None)
+        if not n:
+            raise SystemExit(f"{out}: no drawing stage in its stage table; --from-reproduce "
+                             f"reads runs of `reproduce --preset`, whose drawing counts the "
+                             f"log's engagements")
         name = f"{config.get('preset', out.name)} {_scale_name(config.get('scale', 1.0))}"
         runs.append((name, n, {s["name"]: s for s in stages}))
     names = list(dict.fromkeys(name for _, _, stages in runs for name in stages))
