@@ -66,7 +66,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
     solver : {"blocked", "implicit"}, default="blocked"
         ALS only: who runs the conjugate-gradient steps. ``"blocked"``: this package's
         kernel, `implicit`'s updates (3 steps a row from its current vector, the same
-        initial vectors) with the rows taken 256 at a time, so that their products with
+        initial vectors) with the rows taken 32 at a time, so that their products with
         the Gram matrix are BLAS matrix products; the vectors agree with `implicit`'s to
         float32 rounding. ``"implicit"``: `implicit.cpu.als.AlternatingLeastSquares`
         itself, one row at a time (bit for bit its vectors). ``docs/scale_embedding_clustering.md``
