@@ -11,7 +11,9 @@ inverted file: spherical k-means cells of the item vectors (`SphericalKMeans(C)`
 user's top 100 among the items of the P cells whose centroids are nearest to it; only the
 agreement is printed (the search is a plain numpy loop, not timed). With ``--quantization
 Q ...`` NNDescent is also built with pynndescent's ``quantization=Q`` (a compressed copy
-searched, the best candidates reranked by the exact distance). With ``--hnsw M:EF ...``
+searched, the best candidates reranked by the exact distance). With ``--nndescent N:EPS
+...`` NNDescent is also built of degree N (once per N) and queried with ``epsilon=EPS``,
+the trade-off of `ANNRecommender`'s ``n_neighbors`` and ``epsilon``. With ``--hnsw M:EF ...``
 it also builds the HNSW graphs of faiss (``IndexHNSWFlat``, inner product on the unit
 vectors) and usearch (``metric="ip"``, float32) of degree M on the same vectors and
 queries them with a search breadth of EF, where those packages are installed (neither is
@@ -19,6 +21,7 @@ a dependency of the package). docs/benchmarks.md quotes it.
 
     python benchmarks/ann_search.py OUT_1_20 --cells 100:8 100:32 100:50 400:64
     python benchmarks/ann_search.py OUT_FULL --quantization int8
+    python benchmarks/ann_search.py OUT --nndescent 15:0.1 15:0 30:0 30:0.05 60:0.1
     python benchmarks/ann_search.py OUT_FULL --users 3000 --hnsw 16:100 16:150 16:250 32:150
 """
 
@@ -105,7 +108,8 @@ def _hnsw_rows(vectors, queries, exact, specs) -> None:
                       flush=True)
 
 
-def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=()) -> None:
+def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=(),
+            nndescent=()) -> None:
     checkpoints = out / "checkpoints"
     ann = load_checkpoint(checkpoints / "ANN fit.pkl")  # its user vectors are shared
     with open(checkpoints / "load.pkl", "rb") as f:
@@ -142,24 +146,33 @@ def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=()) -> N
     # a first index compiles pynndescent's kernels: built on a few items, not timed
     NNDescent(vectors[:2000], metric="cosine", n_neighbors=ann.n_neighbors, random_state=0,
               parallel_batch_queries=True).query(queries[:10], k=M)
-    for quantization in quantizations:
+    # the package's setting (with each quantization), then each (n_neighbors, epsilon)
+    settings = [(ann.n_neighbors, float(ann.epsilon), q) for q in quantizations]
+    settings += [(k, eps, None) for k, eps in nndescent]
+    built_for = {}
+    for n_neighbors, epsilon, quantization in settings:
         name = "" if quantization is None else f", quantization={quantization}"
-        start, wall = time.process_time(), time.perf_counter()
+        key = (n_neighbors, quantization)
         try:
-            index = NNDescent(vectors, metric="cosine", n_neighbors=ann.n_neighbors,
-                              random_state=ann.index_seed_, parallel_batch_queries=True,
-                              quantization=quantization)
-            index.prepare()
-            built, built_wall = time.process_time() - start, time.perf_counter() - wall
+            if key not in built_for:
+                start, wall = time.process_time(), time.perf_counter()
+                index = NNDescent(vectors, metric="cosine", n_neighbors=n_neighbors,
+                                  random_state=ann.index_seed_, parallel_batch_queries=True,
+                                  quantization=quantization)
+                index.prepare()
+                built_for[key] = (index, time.process_time() - start,
+                                  time.perf_counter() - wall)
+            index, built, built_wall = built_for[key]
             start, wall = time.process_time(), time.perf_counter()
-            found, _ = index.query(queries, k=M, epsilon=float(ann.epsilon))
+            found, _ = index.query(queries, k=M, epsilon=epsilon)
         except Exception as error:  # pynndescent 0.7.0's int8 search fails to compile
             print(f"| NNDescent{name} | fails: {type(error).__name__} | | |", flush=True)
             continue
         query, query_wall = time.process_time() - start, time.perf_counter() - wall
-        print(f"| NNDescent (n_neighbors={ann.n_neighbors}, epsilon={ann.epsilon:g}{name}) "
+        print(f"| NNDescent (n_neighbors={n_neighbors}, epsilon={epsilon:g}{name}) "
               f"| {built:.1f} ({built_wall:.1f} wall) | {query / n * 1e6:.0f} "
               f"({query_wall / n * 1e6:.0f} wall) | {_agree(exact, found):.1f} |", flush=True)
+    del built_for
     if hnsw:
         _hnsw_rows(vectors, queries, exact, hnsw)
     for n_cells, n_probe in cells:
@@ -176,14 +189,17 @@ def main(argv=None) -> int:
                         help="inverted files of C cells searched in P of them")
     parser.add_argument("--quantization", nargs="*", default=[], metavar="Q",
                         help="also NNDescent with pynndescent's quantization Q (int8, ...)")
+    parser.add_argument("--nndescent", nargs="*", default=[], metavar="N:EPS",
+                        help="also NNDescent of degree N queried with epsilon EPS")
     parser.add_argument("--hnsw", nargs="*", default=[], metavar="M:EF",
                         help="also faiss's and usearch's HNSW of degree M searched at EF")
     args = parser.parse_args(argv)
     cells = [tuple(int(v) for v in c.split(":")) for c in args.cells]
     hnsw = [tuple(int(v) for v in c.split(":")) for c in args.hnsw]
+    nndescent = [(int(c.split(":")[0]), float(c.split(":")[1])) for c in args.nndescent]
     header("ANN's search on a run's fitted state", "ann_search.py", argv)
     for out in args.out:
-        measure(out, args.users, cells, [None, *args.quantization], hnsw)
+        measure(out, args.users, cells, [None, *args.quantization], hnsw, nndescent)
     return 0
 
 
