@@ -241,7 +241,9 @@ def kmeans_table(vectors: dict, args) -> None:
 def _auto_samples(k: int) -> int:
     from sklearn_micro.cluster import SphericalKMeans
 
-    return SphericalKMeans(k)._n_fit_samples(np.iinfo(np.int64).max)
+    kmeans = SphericalKMeans(k)
+    kmeans.n_clusters_ = k  # what fit resolves an integer n_clusters to
+    return kmeans._n_fit_samples(np.iinfo(np.int64).max)
 
 
 def _micro_recall(embedded, test, k, limit, seed):
