@@ -26,6 +26,8 @@ inputs are loaded) is its own. The machine is shared: compare rows of one run.
         [--exact-limit 1.5e9] [--save-vectors DIR]
     python benchmarks/embedding_clustering.py --vectors-dir DIR --scales 0.05  # k-means only
     python benchmarks/embedding_clustering.py --skip-embedding --quality [--seeds 3]
+    farm-bench --vs "python benchmarks/embedding_clustering.py --fit LOG --epochs 4
+        --solver implicit" -- python benchmarks/embedding_clustering.py --fit LOG --epochs 4
 """
 
 from __future__ import annotations
@@ -347,6 +349,9 @@ def main(argv=None):
                         help="keep the ALS item vectors in this folder (items_<scale>.npy)")
     parser.add_argument("--vectors-dir", default="",
                         help="k-means table only, on the item vectors kept by --save-vectors")
+    parser.add_argument("--fit", metavar="LOG",
+                        help="only fit GraphEmbedder(iterations=--epochs, solver=--solver) "
+                             "on the log file LOG and exit: a command for farm-bench")
     # a measurement in a fresh process
     parser.add_argument("--worker", choices=["embed", "kmeans"])
     parser.add_argument("--log")
@@ -360,6 +365,13 @@ def main(argv=None):
     parser.add_argument("--max-iter", type=int, default=25)
     args = parser.parse_args(argv)
 
+    if args.fit:
+        from sklearn_micro import GraphEmbedder
+        from sklearn_micro.datasets import read_log
+
+        GraphEmbedder(iterations=args.epochs, solver=args.solver, n_jobs=args.n_jobs,
+                      random_state=args.seed).fit(read_log(args.fit))
+        return
     if args.worker:
         result = (_worker_embed if args.worker == "embed" else _worker_kmeans)(args)
         print(json.dumps(result))
