@@ -6,7 +6,9 @@ that chunk with a vector. Prints, for the exact search (`exact_top_m`, what
 ``ANNRecommender(method="exact")`` runs) and NNDescent (pynndescent, the package's
 settings), the cpu (and wall) seconds of the index, pynndescent's compilation left out,
 and the cpu (and wall) microseconds per user of the queries (both cores), and how many of
-a user's top 100 agree with the exact search's. With ``--cells C:P ...`` it also tries an
+a user's top 100 agree with the exact search's, and the sampled users' recall@100 on
+their distinct items of that chunk (nothing excluded: near the run's ANN row, not its
+protocol). With ``--cells C:P ...`` it also tries an
 inverted file: spherical k-means cells of the item vectors (`SphericalKMeans(C)`), each
 user's top 100 among the items of the P cells whose centroids are nearest to it; only the
 agreement is printed (the search is a plain numpy loop, not timed). With ``--quantization
@@ -50,6 +52,26 @@ M = 100
 def _agree(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean([len(set(x.tolist()) & set(y.tolist()))
                           for x, y in zip(a, b, strict=True)]))
+
+
+def _engaged(ann, users, chunk_user, chunk_item, positions) -> list[set]:
+    """Each user's items engaged in the chunk, as positions among the candidates (items
+    outside them as distinct negative numbers, which no search returns)."""
+    order = np.argsort(chunk_user, kind="stable")
+    chunk_user, chunk_item = chunk_user[order], chunk_item[order]
+    codes = ann.item_ids_.lookup(chunk_item)
+    known = (codes >= 0) & (codes < positions.size)
+    at = np.where(known, positions[np.where(known, codes, 0)], -1)
+    at = np.where(at >= 0, at, -2 - np.arange(at.size))
+    lo = np.searchsorted(chunk_user, users, "left")
+    hi = np.searchsorted(chunk_user, users, "right")
+    return [set(at[a:b].tolist()) for a, b in zip(lo, hi, strict=True)]
+
+
+def _recall(found: np.ndarray, engaged: list[set]) -> float:
+    """Mean over users of the share of their chunk's distinct items in their top M."""
+    return float(np.mean([len(e.intersection(f.tolist())) / len(e)
+                          for f, e in zip(found[:, :M], engaged, strict=True)]))
 
 
 def _cells(vectors, queries, n_cells, n_probe):
@@ -114,19 +136,24 @@ def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=(),
     ann = load_checkpoint(checkpoints / "ANN fit.pkl")  # its user vectors are shared
     with open(checkpoints / "load.pkl", "rb") as f:
         log = pickle.load(f)[0]
-    chunk_users = np.unique(log.user[log.chunk == ann.latest_chunk_ + 1])
-    del log
-    users = np.random.default_rng(0).choice(chunk_users, n_users, replace=False)
+    in_chunk = log.chunk == ann.latest_chunk_ + 1
+    chunk_user, chunk_item = log.user[in_chunk], log.item[in_chunk]
+    del log, in_chunk
+    users = np.random.default_rng(0).choice(np.unique(chunk_user), n_users, replace=False)
     queries = ann.user_vectors_[ann.user_ids_.lookup(users)]
     norms = np.linalg.norm(queries, axis=1)
     queries = np.ascontiguousarray(queries[norms > 0] / norms[norms > 0, None], np.float32)
+    users = users[norms > 0]
     n = queries.shape[0]
     vectors, candidates = ann.item_vectors_, ann.candidate_items_
     positions = np.full(int(candidates.max()) + 1, -1)
     positions[candidates] = np.arange(candidates.size)
+    engaged = _engaged(ann, users, chunk_user, chunk_item, positions)
+    del chunk_user, chunk_item
     print(f"\n{out}: {candidates.size:,} candidate items, {n:,} users with a vector\n")
-    print("| search | index cpu s | query cpu us per user | top 100 as the exact search's |")
-    print("|---|---:|---:|---:|")
+    print("| search | index cpu s | query cpu us per user | top 100 as the exact search's "
+          "| recall@100 in the chunk |")
+    print("|---|---:|---:|---:|---:|")
 
     exact = np.full((n, M), -1, np.int64)
     # a first call compiles the kernels; the timed one answers every user
@@ -139,7 +166,7 @@ def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=(),
                  np.zeros(n, np.int64), 2)
     query = time.process_time() - start
     exact = np.where(exact >= 0, positions[exact], -1)
-    print(f"| exact | | {query / n * 1e6:.0f} | 100.0 |")
+    print(f"| exact | | {query / n * 1e6:.0f} | 100.0 | {_recall(exact, engaged):.3f} |")
 
     from pynndescent import NNDescent
 
@@ -171,7 +198,8 @@ def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=(),
         query, query_wall = time.process_time() - start, time.perf_counter() - wall
         print(f"| NNDescent (n_neighbors={n_neighbors}, epsilon={epsilon:g}{name}) "
               f"| {built:.1f} ({built_wall:.1f} wall) | {query / n * 1e6:.0f} "
-              f"({query_wall / n * 1e6:.0f} wall) | {_agree(exact, found):.1f} |", flush=True)
+              f"({query_wall / n * 1e6:.0f} wall) | {_agree(exact, found):.1f} "
+              f"| {_recall(found, engaged):.3f} |", flush=True)
     del built_for
     if hnsw:
         _hnsw_rows(vectors, queries, exact, hnsw)
