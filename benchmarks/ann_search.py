@@ -45,6 +45,7 @@ from _harness import header  # noqa: E402
 from sklearn_micro._exact_search import exact_top_m  # noqa: E402
 from sklearn_micro.cluster import SphericalKMeans  # noqa: E402
 from sklearn_micro.experiment import load_checkpoint  # noqa: E402
+from sklearn_micro.metrics import recall_at  # noqa: E402
 
 M = 100
 
@@ -66,12 +67,6 @@ def _engaged(ann, users, chunk_user, chunk_item, positions) -> list[set]:
     lo = np.searchsorted(chunk_user, users, "left")
     hi = np.searchsorted(chunk_user, users, "right")
     return [set(at[a:b].tolist()) for a, b in zip(lo, hi, strict=True)]
-
-
-def _recall(found: np.ndarray, engaged: list[set]) -> float:
-    """Mean over users of the share of their chunk's distinct items in their top M."""
-    return float(np.mean([len(e.intersection(f.tolist())) / len(e)
-                          for f, e in zip(found[:, :M], engaged, strict=True)]))
 
 
 def _cells(vectors, queries, n_cells, n_probe):
@@ -166,7 +161,8 @@ def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=(),
                  np.zeros(n, np.int64), 2)
     query = time.process_time() - start
     exact = np.where(exact >= 0, positions[exact], -1)
-    print(f"| exact | | {query / n * 1e6:.0f} | 100.0 | {_recall(exact, engaged):.3f} |")
+    print(f"| exact | | {query / n * 1e6:.0f} | 100.0 "
+          f"| {recall_at(exact, engaged, M).mean():.3f} |")
 
     from pynndescent import NNDescent
 
@@ -199,7 +195,7 @@ def measure(out: Path, n_users: int, cells, quantizations=(None,), hnsw=(),
         print(f"| NNDescent (n_neighbors={n_neighbors}, epsilon={epsilon:g}{name}) "
               f"| {built:.1f} ({built_wall:.1f} wall) | {query / n * 1e6:.0f} "
               f"({query_wall / n * 1e6:.0f} wall) | {_agree(exact, found):.1f} "
-              f"| {_recall(found, engaged):.3f} |", flush=True)
+              f"| {recall_at(found, engaged, M).mean():.3f} |", flush=True)
     del built_for
     if hnsw:
         _hnsw_rows(vectors, queries, exact, hnsw)

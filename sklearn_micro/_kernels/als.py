@@ -15,9 +15,9 @@ sparse part runs over the row's nonzeros ``c`` (``c > 0``: engaged with confiden
 row and step). Here the rows are taken in blocks of `BLOCK`: the block's products with
 ``YtY`` are one matrix product each (BLAS level 3), and the sparse part is read once per
 row for the residual; a nonzero of confidence 1 (a single engagement at ``alpha=1``) adds
-nothing to the conjugate gradient's products, so only the others are read again. The sums run in
-another order than `implicit`'s, so the vectors agree with its to float32 rounding, not
-bit for bit (about as far as `implicit` in float32 is from `implicit` in float64). Blocks
+nothing to the conjugate gradient's products, so only the others are read again. The sums
+run in another order than `implicit`'s, so the vectors agree with its to float32 rounding,
+not bit for bit (about as far as `implicit` in float32 is from `implicit` in float64). Blocks
 are fixed by the rows, not by the threads: any number of threads gives the same vectors.
 """
 
