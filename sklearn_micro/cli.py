@@ -104,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--epochs", type=int, default=None, metavar="E",
                      help="ALS epochs of the graph embedding (default: GraphEmbedder's, "
                           "10; the paper's: 20)")
+    rep.add_argument("--negative-weight", default=None, metavar="W",
+                     help="the graph embedding's total weight of a user's unengaged pairs, "
+                          "spread over the items (GraphEmbedder's negative_weight), or none "
+                          "for 1 a pair (default: the preset's, else none)")
     rep.add_argument("--user", default="user", help="user column of --data (default: user)")
     rep.add_argument("--item", default="item", help="item column of --data (default: item)")
     rep.add_argument("--chunk", default=None, help="chunk column of --data (default: chunk)")
@@ -302,7 +306,23 @@ def _config(args) -> dict:
         config["phi_min_count"] = args.phi_min_count
     if args.epochs is not None:  # likewise
         config["epochs"] = args.epochs
+    if args.negative_weight is not None:  # likewise
+        config["negative_weight"] = args.negative_weight
     return config
+
+
+def _negative_weight(value):
+    """``--negative-weight``: None (not given, or "none") or a positive finite float."""
+    if value is None or (isinstance(value, str) and value.lower() == "none"):
+        return None
+    try:
+        weight = float(value)
+    except ValueError:
+        weight = float("nan")
+    if not 0 < weight < float("inf"):
+        raise CommandError(f"--negative-weight must be a positive number or none; got "
+                           f"{value}")
+    return weight
 
 
 def reproduce(args) -> int:
@@ -339,6 +359,8 @@ def reproduce(args) -> int:
 
         preset = preset_parameters(args.preset, args.scale)
         args.k = preset.n_interests if args.k is None else args.k
+        if args.negative_weight is None:
+            args.negative_weight = preset.negative_weight
         if args.train_chunks is None:
             args.train_chunks = preset.train_chunks
     elif args.k is None:
@@ -355,6 +377,7 @@ def reproduce(args) -> int:
                         (args.epochs, "--epochs")):
         if value is not None and value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
+    args.negative_weight = _negative_weight(args.negative_weight)
     if not 0 <= args.phi_min_count < float("inf"):
         raise CommandError(f"--phi-min-count must be a finite count of at least 0; got "
                            f"{args.phi_min_count:g}")
@@ -405,8 +428,11 @@ def reproduce(args) -> int:
                              random_state=args.seed, progress=not args.quiet,
                              n_jobs=args.n_jobs, stages=stages,
                              micro_params={"phi_min_count": args.phi_min_count},
-                             embedding_params=({} if args.epochs is None
-                                               else {"iterations": args.epochs}))
+                             embedding_params={
+                                 **({} if args.epochs is None
+                                    else {"iterations": args.epochs}),
+                                 **({} if args.negative_weight is None
+                                    else {"negative_weight": args.negative_weight})})
     overall = results_table(reports, m_values, intervals=True)
     per_user = results_table(reports, m_values, aggregate="per_user", intervals=True)
     against = comparison_table(reports, "MiCRO", [f"recall@{args.m}", f"mrr@{args.m}"])

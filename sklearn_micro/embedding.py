@@ -84,6 +84,15 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         spends its dimensions on them: when a log has many more interests than
         ``n_components``, items of different interests share vectors and the clusters
         lose them (``docs/scale.md`` measures it on the paper's logs).
+    negative_weight : float or None, default=None
+        ALS only: the total weight of a user's unengaged pairs, spread evenly over the
+        items (each weighs ``negative_weight / n_items``, the uniform missing-data weight
+        of eALS, He et al. 2016), against ``alpha`` per engagement. With None each
+        unengaged pair weighs 1, `implicit`'s convention: a user's unengaged pairs then
+        weigh as much as the log has items, so the same ``alpha`` gives a larger log's
+        engaged pairs less say, and at the paper's scale the vectors barely tell a user's
+        items from others (``docs/scale.md``). A float keeps the balance as the log grows
+        with users' degrees unchanged. ``regularization`` keeps its meaning either way.
     learning_rate : float, default=0.01
         BPR only: step size of the stochastic gradient.
     random_state : int, RandomState instance or None, default=None
@@ -153,6 +162,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         "regularization": [Interval(Real, 0, None, closed="left")],
         "iterations": [Interval(Integral, 1, None, closed="left")],
         "alpha": [Interval(Real, 0, None, closed="left")],
+        "negative_weight": [Interval(Real, 0, None, closed="neither"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
@@ -168,6 +178,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         regularization: float = 0.01,
         iterations: int = 10,
         alpha: float = 10.0,
+        negative_weight: float | None = None,
         learning_rate: float = 0.01,
         random_state: int | np.random.RandomState | None = None,
         n_jobs: int | None = None,
@@ -179,6 +190,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         self.regularization = regularization
         self.iterations = iterations
         self.alpha = alpha
+        self.negative_weight = negative_weight
         self.learning_rate = learning_rate
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -187,7 +199,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
     def _seed(self) -> int:
         return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
 
-    def _model(self, threads: int):
+    def _model(self, threads: int, regularization: float):
         seed = self._seed()
         if self.method == "als":
             from implicit.cpu.als import AlternatingLeastSquares
@@ -195,7 +207,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
             # the matrix comes weighted by alpha already (no scaled copy inside implicit)
             return AlternatingLeastSquares(
                 factors=self.n_components,
-                regularization=self.regularization,
+                regularization=regularization,
                 alpha=1.0,
                 iterations=self.iterations,
                 num_threads=threads,
@@ -238,7 +250,12 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         log = check_log(X)
         self.user_ids_ = Vocabulary.from_ids(log.user)
         self.item_ids_ = Vocabulary.from_ids(log.item)
-        weight = self.alpha if self.method == "als" else 1.0
+        # the loss divided by an unengaged pair's weight: implicit's form, where it is 1
+        scale = 1.0
+        if self.method == "als" and self.negative_weight is not None:
+            scale = len(self.item_ids_) / self.negative_weight
+        weight = self.alpha * scale if self.method == "als" else 1.0
+        regularization = self.regularization * scale
         matrix = engagement_matrix(log, self.user_ids_, self.item_ids_, weight=weight)
         progress = tqdm(
             total=self.iterations,
@@ -249,11 +266,11 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         if self.method == "als" and self.solver == "blocked":
             with progress:
                 self.user_vectors_, self.item_vectors_ = blocked_als(
-                    matrix, self.n_components, self.regularization, self.iterations,
+                    matrix, self.n_components, regularization, self.iterations,
                     self._seed(), threads, progress)
             return self
         with threadpool_limits(1, user_api="blas"), progress:
-            model = self._model(threads)  # implicit checks the BLAS threads here
+            model = self._model(threads, regularization)  # implicit checks the BLAS threads here
             if self.method == "als":
                 model.user_factors, model.item_factors = _initial_factors(
                     model.random_state, *matrix.shape, model.factors)

@@ -168,6 +168,33 @@ def test_a_failed_run_leaves_no_checkpoints(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_negative_weight_reaches_the_embedding_and_belongs_to_the_run(tmp_path, capsys,
+                                                                     monkeypatch):
+    from sklearn_micro.embedding import GraphEmbedder
+
+    args = _small_run(tmp_path)
+    fitted = []
+    fit = GraphEmbedder.fit
+
+    def recording_fit(self, X, y=None):
+        fitted.append(self.negative_weight)
+        return fit(self, X, y)
+
+    monkeypatch.setattr(GraphEmbedder, "fit", recording_fit)
+    assert main([*args, "--negative-weight", "500"]) == 0
+    assert fitted == [500.0]
+    capsys.readouterr()
+    assert main([*args, "--negative-weight", "400", "--resume"]) == 2
+    assert "negative_weight=500" in capsys.readouterr().err
+    # a --data run without it: GraphEmbedder's default, 1 a pair
+    assert main([*args[:-1], str(tmp_path / "default")]) == 0
+    assert fitted == [500.0, None]
+    for bad in ("0", "-3", "inf", "nan", "heavy"):
+        assert main([*args, "--negative-weight", bad]) == 2
+        assert (f"--negative-weight must be a positive number or none; got {bad}"
+                in capsys.readouterr().err)
+
+
 def test_epochs_reach_the_embedding_and_belong_to_the_run(tmp_path, capsys, monkeypatch):
     from sklearn_micro.embedding import GraphEmbedder
 

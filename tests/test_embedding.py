@@ -39,7 +39,8 @@ def grouped_log(n_groups=3, users_per_group=40, items_per_group=30, per_user=12,
 IMPLICIT_ATOL = 1e-3
 
 
-def implicit_als_factors(counts, factors, *, alpha, iterations, random_state):
+def implicit_als_factors(counts, factors, *, alpha, iterations, random_state,
+                         regularization=0.01):
     """User and item factors of `implicit`'s own ALS fit (one thread) on ``counts``, seeded
     as sklearn-micro's estimators seed it from ``random_state``."""
     from implicit.cpu.als import AlternatingLeastSquares
@@ -48,7 +49,8 @@ def implicit_als_factors(counts, factors, *, alpha, iterations, random_state):
 
     seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
     with threadpool_limits(1, user_api="blas"):
-        model = AlternatingLeastSquares(factors=factors, regularization=0.01, alpha=alpha,
+        model = AlternatingLeastSquares(factors=factors, regularization=regularization,
+                                        alpha=alpha,
                                         iterations=iterations, num_threads=1,
                                         random_state=seed)
         model.fit(counts, show_progress=False)
@@ -210,6 +212,26 @@ def test_same_vectors_as_implicit(log_and_groups, solver):
             np.testing.assert_allclose(ours, theirs, rtol=0,
                                        atol=IMPLICIT_ATOL * np.abs(theirs).max())
             assert not np.array_equal(ours, theirs)  # the kernel is not implicit's
+
+
+def test_negative_weight_spreads_a_users_unengaged_weight_over_the_items(log_and_groups):
+    # each unengaged pair weighs negative_weight / n_items: implicit's loss divided by
+    # that weight, alpha and regularization times n_items / negative_weight
+    log, _ = log_and_groups
+    embedder = GraphEmbedder(n_components=5, alpha=2.0, negative_weight=8.0, iterations=3,
+                             random_state=4, solver="implicit").fit(log)
+    ratio = len(embedder.item_ids_) / 8.0
+    assert ratio > 2
+    counts = engagement_matrix(check_log(log), embedder.user_ids_, embedder.item_ids_)
+    users, items = implicit_als_factors(counts, 5, alpha=2.0 * ratio, iterations=3,
+                                        random_state=4, regularization=0.01 * ratio)
+    np.testing.assert_array_equal(embedder.item_vectors_, items)
+    np.testing.assert_array_equal(embedder.user_vectors_, users)
+    plain = GraphEmbedder(n_components=5, alpha=2.0, iterations=3, random_state=4,
+                          solver="implicit").fit(log)
+    assert not np.allclose(plain.user_vectors_, embedder.user_vectors_)
+    with pytest.raises(InvalidParameterError, match=r"'negative_weight'.*Got 0"):
+        GraphEmbedder(negative_weight=0).fit(log)
 
 
 @pytest.mark.parametrize("n_factors", [3, 16])

@@ -97,17 +97,28 @@ def test_reproduce_takes_the_preset_k_and_split_unless_given(tmp_path, monkeypat
     seen = {}
 
     def stop(args, stages):
-        seen.update(k=args.k, train_chunks=args.train_chunks)
+        seen.update(k=args.k, train_chunks=args.train_chunks, weight=args.negative_weight)
         raise cli.CommandError("stop")
 
     monkeypatch.setattr(cli, "_draw", stop)
+    fave, follow = (preset_parameters(p).negative_weight for p in ("fave", "follow"))
     cli.main(["reproduce", "--preset", "fave", "--scale", "0.05", "--out", str(tmp_path)])
-    assert seen == dict(k=250, train_chunks=169)
+    assert seen == dict(k=250, train_chunks=169, weight=fave)
     cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path), "--k", "7",
-              "--train-chunks", "20"])
-    assert seen == dict(k=7, train_chunks=20)
+              "--train-chunks", "20", "--negative-weight", "none"])
+    assert seen == dict(k=7, train_chunks=20, weight=None)
     cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path)])
-    assert seen == dict(k=50, train_chunks=18)  # the default scale, 0.01
+    assert seen == dict(k=50, train_chunks=18, weight=follow)  # the default scale, 0.01
+    cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path),
+              "--negative-weight", "2e5"])
+    assert seen["weight"] == 2e5
+
+
+def test_preset_negative_weight_is_the_same_at_every_scale():
+    # a user's unengaged pairs weigh the same in total at every scale, as their degrees do
+    for preset in ("fave", "follow"):
+        weights = {preset_parameters(preset, s).negative_weight for s in (0.01, 0.25, 1)}
+        assert len(weights) == 1 and next(iter(weights)) > 0
 
 
 def test_no_trending_share_draws_the_log_as_before():

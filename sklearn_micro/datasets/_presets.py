@@ -38,6 +38,9 @@ PRESETS = {
         n_trending=100, alpha=1.0, beta=0.5,
     ),
 }
+# GraphEmbedder's negative_weight for each preset: a user's unengaged pairs weigh this much
+# in total at every scale, as their degrees do (docs/scale.md measures why it matters).
+_NEGATIVE_WEIGHT = {"fave": 150_000.0, "follow": 30_000.0}
 _SIZES = ("n_users", "n_items", "n_engagements", "n_interests")
 _MIN_SCALE = 0.01
 
@@ -68,7 +71,9 @@ def preset_parameters(preset: str, scale: float = 1.0) -> Bunch:
     parameters : Bunch
         ``generator``: the keyword arguments of `iter_engagements` and `make_engagements`
         (without ``random_state``); ``n_interests``: K, the number of interests to fit;
-        ``train_chunks`` and ``test_chunks``: the paper's split.
+        ``train_chunks`` and ``test_chunks``: the paper's split; ``negative_weight``: the
+        `GraphEmbedder` setting that weighs a user's unengaged pairs the same at every
+        scale.
 
     See Also
     --------
@@ -86,7 +91,8 @@ def preset_parameters(preset: str, scale: float = 1.0) -> Bunch:
     test_chunks = spec.pop("test_chunks")
     generator = {k: (max(1, round(v * scale)) if k in _SIZES else v) for k, v in spec.items()}
     return Bunch(generator=generator, n_interests=generator["n_interests"],
-                 train_chunks=spec["n_chunks"] - test_chunks, test_chunks=test_chunks)
+                 train_chunks=spec["n_chunks"] - test_chunks, test_chunks=test_chunks,
+                 negative_weight=_NEGATIVE_WEIGHT[preset])
 
 
 @validate_params(
