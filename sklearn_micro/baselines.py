@@ -516,7 +516,9 @@ class ANNRecommender(WindowRecommender):
         out_items, out_scores, out_n = items[rows], scores[rows], n_filled[rows]
         m, index = items.shape[1], self._get_index()
         n_cand = self.candidate_items_.shape[0]
-        n_seen = np.diff(seen_indptr)
+        # only seen items among the candidates can come back: m more than those (rounded
+        # up to a power of two, so that few distinct k are asked) leave m eligible
+        n_seen = _counts_among(seen_indptr, seen_items, self.candidate_items_)
         extra = np.where(n_seen > 0, 2 ** np.ceil(np.log2(np.maximum(n_seen, 1))), 0)
         k_rows = np.minimum(n_cand, m + extra.astype(np.int64))
         indptr = np.zeros(queries.shape[0] + 1, np.int64)
@@ -533,6 +535,17 @@ class ANNRecommender(WindowRecommender):
         top_m_sparse(indptr, cand, cand_scores, self.item_rank_, seen_indptr, seen_items,
                      out_items, out_scores, out_n)
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
+
+
+def _counts_among(indptr: np.ndarray, items: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """For each row of the CSR (``indptr``, ``items``), how many of its items are in the
+    sorted array ``among``."""
+    if not among.size:
+        return np.zeros(indptr.shape[0] - 1, np.int64)
+    pos = np.minimum(np.searchsorted(among, items), among.shape[0] - 1)
+    inside = np.zeros(items.shape[0] + 1, np.int64)
+    np.cumsum(among[pos] == items, out=inside[1:])
+    return inside[indptr[1:]] - inside[indptr[:-1]]
 
 
 class ALSRecommender(WindowRecommender):

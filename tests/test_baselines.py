@@ -452,6 +452,35 @@ def test_ann_index_path(monkeypatch):
     assert (items != -1).all()
 
 
+def test_ann_index_asks_for_the_seen_items_among_the_candidates_only(monkeypatch):
+    # users saw 30 items of chunk 0 and 3 of chunk 1, the window's: only those 3 can come
+    # back from the index, so it is asked for m + 4 neighbours, and the rows still hold m
+    # unseen items, the exact search's
+    rng = np.random.default_rng(7)
+    n_users, d, m = 12, 4, 6
+    rows = [(u, int(i), 0) for u in range(n_users) for i in rng.choice(100, 30, False)]
+    rows += [(u, 100 + int(i), 1) for u in range(n_users) for i in rng.choice(40, 3, False)]
+    X = embedded(rows, {u: rng.normal(size=d) for u in range(n_users)})
+    exact = ANNRecommender(method="exact").fit(X)
+    approx = ANNRecommender(method="nndescent", n_neighbors=5).fit(X)
+    asked = []
+
+    class Recording(ExactIndex):
+        def query(self, queries, k, epsilon=0.1):
+            asked.append(k)
+            return super().query(queries, k, epsilon)
+
+    monkeypatch.setattr(ANNRecommender, "_get_index", lambda self: Recording(
+        self.item_vectors_))
+    users = np.arange(n_users)
+    items, scores = approx.recommend(users, m, exclude_seen=True)
+    assert asked == [m + 4]
+    a_items, a_scores = exact.recommend(users, m, exclude_seen=True)
+    assert_array_equal(items, a_items)
+    assert_allclose(scores, a_scores, atol=1e-6)
+    assert (items >= 100).all()
+
+
 class ShortIndex(ExactIndex):
     """An index that finds at most ``found`` neighbours, -1 beyond (as pynndescent does when
     its search reaches fewer), with float32 distances."""
