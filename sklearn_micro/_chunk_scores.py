@@ -12,7 +12,7 @@ import numpy as np
 
 from ._dask import score_chunk_on_cluster
 from ._kernels.metrics import metrics_of_codes, relevant_codes
-from ._log import EngagementLog
+from ._log import EngagementLog, sorted_find
 from ._parallel import active_client
 from .base import unique_pairs
 from .metrics import METRICS
@@ -109,7 +109,7 @@ def list_scores(rec_items, rec_scores, items, relevant_indptr, relevant, ks):
         relevant_codes(rec_items.astype(np.int64, copy=False), rec_scores, relevant_indptr,
                        items[relevant].astype(np.int64, copy=False), relevant, codes)
     else:
-        pos = np.minimum(np.searchsorted(items, rec_items), items.shape[0] - 1)
-        found = (items[pos] == rec_items) & np.isfinite(rec_scores)
+        pos, found = sorted_find(items, rec_items)
+        found &= np.isfinite(rec_scores)
         codes = np.where(found, pos, -1).astype(np.int64)
     return metrics_of_codes(codes, relevant_indptr, relevant, ks, METRICS)

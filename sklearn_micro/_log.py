@@ -455,6 +455,16 @@ def lookup_in_blocks(vocabulary: Vocabulary, values: np.ndarray, name: str) -> n
     return out
 
 
+def sorted_find(sorted_values: np.ndarray, values: np.ndarray):
+    """Where each of ``values`` (any shape) stands in the sorted array ``sorted_values``,
+    and whether it is there; the position is meaningful only where it is (every value of
+    an empty array is absent)."""
+    if not sorted_values.shape[0]:
+        return np.zeros(np.shape(values), np.int64), np.zeros(np.shape(values), bool)
+    pos = np.minimum(np.searchsorted(sorted_values, values), sorted_values.shape[0] - 1)
+    return pos, sorted_values[pos] == values
+
+
 def distinct(values) -> np.ndarray:
     """The sorted distinct values of a 1-D array: a presence table for integers of a small
     range, otherwise a sort (``np.unique`` without its hashing path, which is many times
@@ -580,9 +590,7 @@ class Vocabulary:
             out = np.empty(values.size, dtype)
             table_lookup(values.ravel(), self._low, self._table, out)
             return out.reshape(values.shape)
-        pos = np.searchsorted(self._sorted, values)
-        pos = np.minimum(pos, len(self) - 1)
-        found = self._sorted[pos] == values
+        pos, found = sorted_find(self._sorted, values)
         return np.where(found, self._order[pos], -1).astype(dtype)
 
     def extend(self, values, *, name: str = "ids") -> tuple[Vocabulary, np.ndarray]:

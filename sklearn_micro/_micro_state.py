@@ -16,7 +16,7 @@ from ._kernels import sampler
 from ._kernels.selection import fill_remainder
 from ._kernels.topm import group_by_interest, retrieval_phi
 from ._kernels.vocabulary import present_values
-from ._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype
+from ._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype, sorted_find
 from .base import append_to_rows, csr_rows, unique_pairs
 
 __all__ = ["MAX_INTERESTS", "MIN_MASS", "ChunkEngagements", "ChunkSupports", "LatestChunk",
@@ -316,8 +316,8 @@ def chunk_item_mixtures(phi_indptr, phi_item, phi_count, chunk_items, index,
     k = np.repeat(np.arange(n_interests), np.diff(phi_indptr))
     by_item = sp.csr_matrix((phi_count, (phi_item, k)),
                             shape=(chunk_items.shape[0], n_interests))
-    local = np.minimum(np.searchsorted(chunk_items, index), max(chunk_items.shape[0] - 1, 0))
-    present = (index >= 0) & (chunk_items[local] == index)
+    local, present = sorted_find(chunk_items, index)
+    present &= index >= 0
     select = sp.csr_matrix(
         (np.ones(int(present.sum())), (np.flatnonzero(present), local[present])),
         shape=(index.shape[0], chunk_items.shape[0]))

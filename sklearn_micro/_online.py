@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
 from ._kernels.request import candidate_topm
-from ._log import as_ids
+from ._log import as_ids, sorted_find
 from ._micro_state import (
     LatestChunk,
     chunk_item_mixtures,
@@ -180,10 +180,9 @@ def item_mixtures(by_item_indptr, by_item_interest, by_item_count, chunk_items,
     neither (or unknown, -1)."""
     n = item_index.shape[0]
     rows = np.full(n, -1, np.int64)
-    if chunk_items.shape[0]:
-        pos = np.minimum(np.searchsorted(chunk_items, item_index), chunk_items.shape[0] - 1)
-        present = (item_index >= 0) & (chunk_items[pos] == item_index)
-        rows[present] = pos[present]
+    pos, present = sorted_find(chunk_items, item_index)
+    present &= item_index >= 0
+    rows[present] = pos[present]
     indptr, at = csr_rows(by_item_indptr, rows)
     k = by_item_interest[at].astype(np.int64)
     count = by_item_count[at].astype(np.float64)

@@ -15,7 +15,7 @@ from itertools import chain
 import numpy as np
 
 from ._kernels import csr
-from ._log import Vocabulary, as_ids, distinct
+from ._log import Vocabulary, as_ids, distinct, sorted_find
 
 __all__ = ["ItemLists", "Request", "allowed_top_m", "is_aligned", "parse_request", "own_items",
            "removed_items", "single_list"]
@@ -248,10 +248,7 @@ def allowed_top_m(rank, n_rows: int, m: int, seen, allow: ItemLists, n_items: in
             rows = pending[lo:lo + block]
             got, got_scores = rank(rows, depth, seen_lists.rows(rows).csr())
             key = rows[:, None] * max(n_items, 1) + np.maximum(got, 0)
-            at = np.minimum(np.searchsorted(allow_key, key), max(allow_key.shape[0] - 1, 0))
-            ok = (got >= 0) & (allow_key.shape[0] > 0)
-            if allow_key.shape[0]:
-                ok &= allow_key[at] == key
+            ok = (got >= 0) & sorted_find(allow_key, key)[1]
             place = np.cumsum(ok, axis=1)
             take = ok & (place <= m)
             r, c = np.nonzero(take)

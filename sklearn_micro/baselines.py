@@ -22,7 +22,7 @@ from threadpoolctl import threadpool_limits
 from ._exact_search import exact_top_m_of_rows, nonzero_rows, seen_of_rows
 from ._kernels.ranking import place_neighbours, top_m_sparse
 from ._kernels.selection import fill_remainder
-from ._log import EmbeddedLog, Vocabulary, distinct
+from ._log import EmbeddedLog, Vocabulary, distinct, sorted_find
 from ._parallel import resolve_n_jobs
 from ._window import WindowRecommender
 from .base import key_ranges, unique_pairs
@@ -445,9 +445,7 @@ class ANNRecommender(WindowRecommender):
         queries[known[norms > 0]] = mine[norms > 0] / norms[norms > 0, None]
         if history is not None and history.items.size and self.candidate_items_.size:
             row, item = history.pairs()
-            pos = np.minimum(np.searchsorted(self.candidate_items_, item),
-                             self.candidate_items_.shape[0] - 1)
-            has = self.candidate_items_[pos] == item
+            pos, has = sorted_find(self.candidate_items_, item)
             row, pos = row[has], pos[has]
             sums = np.zeros_like(queries)
             np.add.at(sums, row, self.item_vectors_[pos])
@@ -500,11 +498,7 @@ class ANNRecommender(WindowRecommender):
     def _item_queries(self, index):
         """The unit vector of each item (``index``: model indices) with one, and which
         have one."""
-        pos = np.minimum(np.searchsorted(self.candidate_items_, index),
-                         max(self.candidate_items_.shape[0] - 1, 0))
-        has = (index >= 0) & (self.candidate_items_.shape[0] > 0)
-        if self.candidate_items_.shape[0]:
-            has &= self.candidate_items_[pos] == index
+        pos, has = sorted_find(self.candidate_items_, index)
         queries = np.zeros((index.shape[0], self.item_vectors_.shape[1]), np.float32)
         queries[has] = self.item_vectors_[pos[has]]
         return queries, has
@@ -518,7 +512,9 @@ class ANNRecommender(WindowRecommender):
         n_cand = self.candidate_items_.shape[0]
         # only seen items among the candidates can come back: m more than those (rounded
         # up to a power of two, so that few distinct k are asked) leave m eligible
-        n_seen = _counts_among(seen_indptr, seen_items, self.candidate_items_)
+        inside = np.zeros(seen_items.shape[0] + 1, np.int64)
+        np.cumsum(sorted_find(self.candidate_items_, seen_items)[1], out=inside[1:])
+        n_seen = inside[seen_indptr[1:]] - inside[seen_indptr[:-1]]
         extra = np.where(n_seen > 0, 2 ** np.ceil(np.log2(np.maximum(n_seen, 1))), 0)
         k_rows = np.minimum(n_cand, m + extra.astype(np.int64))
         indptr = np.zeros(queries.shape[0] + 1, np.int64)
@@ -535,17 +531,6 @@ class ANNRecommender(WindowRecommender):
         top_m_sparse(indptr, cand, cand_scores, self.item_rank_, seen_indptr, seen_items,
                      out_items, out_scores, out_n)
         items[rows], scores[rows], n_filled[rows] = out_items, out_scores, out_n
-
-
-def _counts_among(indptr: np.ndarray, items: np.ndarray, among: np.ndarray) -> np.ndarray:
-    """For each row of the CSR (``indptr``, ``items``), how many of its items are in the
-    sorted array ``among``."""
-    if not among.size:
-        return np.zeros(indptr.shape[0] - 1, np.int64)
-    pos = np.minimum(np.searchsorted(among, items), among.shape[0] - 1)
-    inside = np.zeros(items.shape[0] + 1, np.int64)
-    np.cumsum(among[pos] == items, out=inside[1:])
-    return inside[indptr[1:]] - inside[indptr[:-1]]
 
 
 class ALSRecommender(WindowRecommender):

@@ -218,7 +218,7 @@ class GraphEmbedder(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None)
         return BayesianPersonalizedRanking(
             factors=self.n_components,
             learning_rate=self.learning_rate,
-            regularization=self.regularization,
+            regularization=regularization,
             iterations=self.iterations,
             num_threads=threads,
             random_state=seed,

@@ -168,53 +168,35 @@ def test_a_failed_run_leaves_no_checkpoints(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_negative_weight_reaches_the_embedding_and_belongs_to_the_run(tmp_path, capsys,
-                                                                     monkeypatch):
+@pytest.mark.parametrize("flag, given, other, expected, bad, refusal", [
+    ("--epochs", "3", "4", 3, ["0"], "--epochs must be a positive integer; got {}"),
+    ("--negative-weight", "500", "400", 500.0, ["0", "-3", "inf", "nan", "heavy"],
+     "--negative-weight must be a positive number or none; got {}"),
+])
+def test_embedding_options_reach_the_embedding_and_belong_to_the_run(
+        flag, given, other, expected, bad, refusal, tmp_path, capsys, monkeypatch):
     from sklearn_micro.embedding import GraphEmbedder
 
+    setting = flag[2:].replace("-", "_")  # the run's config key
+    attribute = {"epochs": "iterations"}.get(setting, setting)
     args = _small_run(tmp_path)
     fitted = []
     fit = GraphEmbedder.fit
 
     def recording_fit(self, X, y=None):
-        fitted.append(self.negative_weight)
+        fitted.append(getattr(self, attribute))
         return fit(self, X, y)
 
     monkeypatch.setattr(GraphEmbedder, "fit", recording_fit)
-    assert main([*args, "--negative-weight", "500"]) == 0
-    assert fitted == [500.0]
-    capsys.readouterr()
-    assert main([*args, "--negative-weight", "400", "--resume"]) == 2
-    assert "negative_weight=500" in capsys.readouterr().err
-    # a --data run without it: GraphEmbedder's default, 1 a pair
-    assert main([*args[:-1], str(tmp_path / "default")]) == 0
-    assert fitted == [500.0, None]
-    for bad in ("0", "-3", "inf", "nan", "heavy"):
-        assert main([*args, "--negative-weight", bad]) == 2
-        assert (f"--negative-weight must be a positive number or none; got {bad}"
-                in capsys.readouterr().err)
-
-
-def test_epochs_reach_the_embedding_and_belong_to_the_run(tmp_path, capsys, monkeypatch):
-    from sklearn_micro.embedding import GraphEmbedder
-
-    args = _small_run(tmp_path)
-    fitted = []
-    fit = GraphEmbedder.fit
-
-    def recording_fit(self, X, y=None):
-        fitted.append(self.iterations)
-        return fit(self, X, y)
-
-    monkeypatch.setattr(GraphEmbedder, "fit", recording_fit)
-    assert main([*args, "--epochs", "3"]) == 0
-    assert fitted == [3]
+    assert main([*args, flag, given]) == 0
+    assert fitted == [expected]
     capsys.readouterr()
     # the checkpoints belong to a run with that setting
-    assert main([*args, "--epochs", "4", "--resume"]) == 2
-    assert "epochs=3" in capsys.readouterr().err
-    # without --epochs, GraphEmbedder's default
+    assert main([*args, flag, other, "--resume"]) == 2
+    assert f"{setting}={given}" in capsys.readouterr().err
+    # a --data run without it: GraphEmbedder's default
     assert main([*args[:-1], str(tmp_path / "default")]) == 0
-    assert fitted == [3, GraphEmbedder().iterations]
-    out = run(*args, "--epochs", "0")
-    assert out.returncode == 2 and "--epochs must be a positive integer; got 0" in out.stderr
+    assert fitted == [expected, getattr(GraphEmbedder(), attribute)]
+    for value in bad:
+        assert main([*args, flag, value]) == 2
+        assert refusal.format(value) in capsys.readouterr().err
