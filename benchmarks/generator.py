@@ -26,10 +26,15 @@ experiment's first two stages find: the graph embedding of the training chunks (
 ``--embedding`` setting, keyword arguments of `GraphEmbedder`) clustered into the preset's
 K interests, against the interests the generator planted: the clusters' purity (the share
 of training engagements on an item whose cluster's most common planted interest is its
-own) and the normalized mutual information, both weighted by engagements:
+own) and the normalized mutual information, both weighted by engagements; and, with
+``--ann``, what the vectors give a user: the recall@100 of ``ANNRecommender(method="exact")``
+fitted on them, on the first test chunk (the exact search, so the vectors and not the
+graph search are measured), with the run's protocol (nothing excluded):
 
     python benchmarks/generator.py --preset fave --scales 0.05 --recovery \
         --embedding "n_components=32, alpha=1" "n_components=32, alpha=10"
+    python benchmarks/generator.py --preset fave --scales 0.05 0.25 --recovery --ann \
+        --embedding "alpha=10" "alpha=10, negative_weight=150000"
 """
 
 from __future__ import annotations
@@ -214,34 +219,43 @@ def print_preset_statistics(preset: str, scales, seed: int = 0) -> None:
         print(f"| {name} | {cells} |")
 
 
-def planted_recovery(preset: str, scale: float, settings, seed: int = 0):
-    """For each dict of `GraphEmbedder` settings: (purity, NMI, embedding seconds) of the
-    preset's training chunks embedded and clustered into its K, against the planted
-    interests."""
+def planted_recovery(preset: str, scale: float, settings, seed: int = 0, ann: bool = False):
+    """For each dict of `GraphEmbedder` settings: (purity, NMI, embedding seconds, ANN's
+    exact recall@100 on the first test chunk or None) of the preset's training chunks
+    embedded and clustered into its K, against the planted interests."""
     from scipy import sparse
     from sklearn.metrics import normalized_mutual_info_score
 
-    from sklearn_micro import GraphEmbedder, SphericalKMeans
+    from sklearn_micro import ANNRecommender, GraphEmbedder, SphericalKMeans, check_log
+    from sklearn_micro.model_selection import RollingEvaluation
 
     params = preset_parameters(preset, scale)
     chunks = _generate(**params.generator, random_state=seed)
     next(chunks)
     planted = np.full(params.generator["n_items"], -1)
-    users, items = [], []
+    train, first_test = [], None
     for t, who, item, new, _ in chunks:
         planted[new["id"]] = new["interest"]
         if t < params.train_chunks:
-            users.append(who)
-            items.append(item)
-    users, items = np.concatenate(users), np.concatenate(items)
-    train = np.column_stack([users, items, np.zeros_like(users)])
-    del users
+            train.append(np.column_stack([who, item, np.full_like(who, t)]))
+        elif t == params.train_chunks:
+            first_test = np.column_stack([who, item, np.full_like(who, t)])
+            break
+    train = np.concatenate(train)
+    items = train[:, 1]
     weight_of = np.bincount(items, minlength=planted.shape[0])
     k = params.n_interests
     for setting in settings:
         start = time.perf_counter()
         embedder = GraphEmbedder(**setting, random_state=seed, n_jobs=-1).fit(train)
         seconds = time.perf_counter() - start
+        recall = None
+        if ann:
+            model = ANNRecommender(method="exact", random_state=seed, n_jobs=-1)
+            evaluation = RollingEvaluation(model.fit(embedder.transform(train)),
+                                           m_values=(100,))
+            evaluation.step(check_log(first_test), learn=False)
+            recall = float(evaluation.report().overall()["recall@100"])
         found = SphericalKMeans(k, random_state=seed, n_jobs=-1).fit(
             embedder.item_vectors_).labels_
         ids = embedder.item_ids_.ids
@@ -250,21 +264,25 @@ def planted_recovery(preset: str, scale: float, settings, seed: int = 0):
         purity = table.max(axis=1).sum() / weight.sum()
         rows = np.repeat(np.arange(ids.shape[0]), weight)
         nmi = normalized_mutual_info_score(truth[rows], found[rows])
-        yield setting, purity, nmi, seconds
+        yield setting, purity, nmi, seconds, recall
 
 
-def print_planted_recovery(preset: str, scales, settings, seed: int = 0) -> None:
+def print_planted_recovery(preset: str, scales, settings, seed: int = 0,
+                           ann: bool = False) -> None:
     print(f"The {preset} preset's planted interests found by the graph embedding and "
           f"SphericalKMeans(K) of its training chunks (seed {seed}), weighted by "
           f"engagements\n")
-    print("| scale | K | GraphEmbedder | purity | NMI | embedding, s |")
-    print("|---|---:|---|---:|---:|---:|")
+    extra = " ANN (exact) recall@100, first test chunk |" if ann else ""
+    print(f"| scale | K | GraphEmbedder | purity | NMI | embedding, s |{extra}")
+    print("|---|---:|---|---:|---:|---:|" + ("---:|" if ann else ""))
     for scale in scales:
         k = preset_parameters(preset, scale).n_interests
-        for setting, purity, nmi, seconds in planted_recovery(preset, scale, settings, seed):
+        for setting, purity, nmi, seconds, recall in planted_recovery(
+                preset, scale, settings, seed, ann):
             shown = ", ".join(f"{name}={value}" for name, value in setting.items())
+            cell = f" {recall:.3f} |" if ann else ""
             print(f"| {scale:g} | {k:,} | {shown} | {purity:.3f} | {nmi:.3f} | "
-                  f"{seconds:.0f} |", flush=True)
+                  f"{seconds:.0f} |{cell}", flush=True)
 
 
 def _setting(text: str) -> dict:
@@ -294,12 +312,18 @@ def main(argv=None):
     parser.add_argument("--embedding", nargs="+", type=_setting,
                         default=[{"n_components": 128}], metavar="SETTINGS",
                         help='GraphEmbedder settings for --recovery, e.g. "alpha=1"')
+    parser.add_argument("--ann", action="store_true",
+                        help="with --recovery: also ANN's exact recall@100 on the first "
+                             "test chunk")
     args = parser.parse_args(argv)
     if args.recovery and not args.preset:
         parser.error("--recovery needs --preset")
+    if args.ann and not args.recovery:
+        parser.error("--ann needs --recovery")
     header("The generator against TwitterFaveGraph", "generator.py", argv)
     if args.recovery:
-        print_planted_recovery(args.preset, args.scales, args.embedding, args.seed)
+        print_planted_recovery(args.preset, args.scales, args.embedding, args.seed,
+                               args.ann)
         return
     if args.preset:
         print_preset_statistics(args.preset, args.scales, args.seed)
