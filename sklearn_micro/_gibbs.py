@@ -104,7 +104,9 @@ class Partition:
 
     The arrays are rebased to the partition: ``engagement_user`` counts from its first user,
     ``entry_ptr`` from its first engagement, ``support_ptr`` from its first support entry,
-    and ``entry_of`` indexes ``entries``, the layout's entries that the partition touches.
+    and ``entry_of`` indexes ``entries``, the layout's entries that the partition touches;
+    or, where ``entries`` is None, ``entry_of`` is the layout's own map (a view) and the
+    partition samples against a copy of all the chunk's entries.
     """
 
     engagements: slice
@@ -113,7 +115,7 @@ class Partition:
     entry_ptr: np.ndarray
     entry_of: np.ndarray
     support_ptr: np.ndarray
-    entries: np.ndarray
+    entries: np.ndarray | None
 
 
 def build_layout(engagement_user, engagement_item, support_ptr, support_interest,
@@ -153,9 +155,19 @@ def build_layout(engagement_user, engagement_item, support_ptr, support_interest
         layout.n_entries, n_interests))
 
 
-def partition_layout(layout: ChunkLayout, n_partitions: int) -> list[Partition]:
+# the (item, interest) entries that the partitions of a chunk sampled on threads may copy
+# whole at each sweep, all partitions together (4 bytes an entry): below it each partition
+# takes a copy of every entry, which costs less than finding the entries it touches
+# (`sampler.localize`) and gathering them; above it, and on a cluster, only those
+WHOLE_COPY_ENTRIES = 1 << 26
+
+
+def partition_layout(layout: ChunkLayout, n_partitions: int, *,
+                     local: bool = True) -> list[Partition]:
     """Split the layout's users into up to ``n_partitions`` contiguous ranges of about equal
-    sampling work (support entries visited per sweep)."""
+    sampling work (support entries visited per sweep). With ``local``, each partition maps
+    its engagements into the entries it touches (``entries``); without, it keeps the
+    layout's map and ``entries`` is None."""
     n = layout.n_engagements
     n_users = layout.support_ptr.shape[0] - 1
     if n_partitions <= 1 or n == 0:
@@ -177,7 +189,8 @@ def partition_layout(layout: ChunkLayout, n_partitions: int) -> list[Partition]:
 
     def part(u_lo, u_hi, e_lo, e_hi, p_lo, p_hi):
         # `localize` releases the GIL: the partitions' maps are made on threads at once
-        entries, entry_of = sampler.localize(layout.entry_of[p_lo:p_hi], layout.n_entries)
+        entries, entry_of = (sampler.localize(layout.entry_of[p_lo:p_hi], layout.n_entries)
+                             if local else (None, layout.entry_of[p_lo:p_hi]))
         s_lo, s_hi = int(layout.support_ptr[u_lo]), int(layout.support_ptr[u_hi])
         return Partition(
             slice(e_lo, e_hi), slice(s_lo, s_hi),
@@ -272,12 +285,15 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     `sklearn_micro._dask`), and the assignments that moved are merged after the sweep.
     """
     i_beta = layout.n_items * beta
-    partitions = partition_layout(layout, n_partitions(layout, n_jobs, min_partition_work))
+    n = n_partitions(layout, n_jobs, min_partition_work)
+    client = active_client() if n > 1 else None
+    partitions = partition_layout(
+        layout, n, local=client is not None or n * layout.n_entries > WHOLE_COPY_ENTRIES)
     trace: list[float] = []
     # the log-likelihood's parallel sum takes as many threads as there are partitions: a
     # chunk sampled as one chain gives the n_jobs=1 chain to the last bit
     with numba_threads(min(numba.get_num_threads(), len(partitions))), \
-            _partition_sweeps(layout, partitions) as sweep_partitions:
+            _partition_sweeps(layout, partitions, client) as sweep_partitions:
         for sweep in range(max_sweeps):
             seeds = [sweep_seed(chunk_seed, pass_, sweep, p) for p in range(len(partitions))]
             if len(partitions) == 1:
@@ -299,12 +315,11 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
 
 
 @contextmanager
-def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
-    """Where the partitions are sampled: on a Dask cluster inside joblib's Dask backend
-    (`sklearn_micro._dask`), else on the threads of a pool kept for the chunk's sweeps.
-    Yields ``sweep(seeds, counts, z, beta, i_beta)``, which returns `sample_partition`'s
-    result for each partition, in order."""
-    client = active_client() if len(partitions) > 1 else None
+def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition], client=None):
+    """Where the partitions are sampled: on the Dask cluster of ``client`` (joblib's Dask
+    backend, `sklearn_micro._dask`), else on the threads of a pool kept for the chunk's
+    sweeps. Yields ``sweep(seeds, counts, z, beta, i_beta)``, which returns
+    `sample_partition`'s result for each partition, in order."""
     if client is not None:
         with on_cluster(client, layout, partitions, sample_partition) as sweep:
             yield sweep
@@ -316,12 +331,14 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition]):
             # each thread takes its partition's copy of the counts itself: nothing writes
             # them until every sweep is done and merged
             def one(seed, part):
+                entry_count = (counts.entry_count.copy() if part.entries is None
+                               else sampler.gather(counts.entry_count, part.entries))
                 return sample_partition(
                     seed, part.engagement_user, part.entry_ptr, part.entry_of,
                     part.support_ptr, layout.support_interest[part.supports],
                     layout.support_prior[part.supports], counts.user_count[part.supports],
-                    z[part.engagements], sampler.gather(counts.entry_count, part.entries),
-                    counts.interest_count, beta, i_beta, in_place=True)
+                    z[part.engagements], entry_count, counts.interest_count, beta, i_beta,
+                    in_place=True)
 
             tasks = [pool.submit(one, seed, part)
                      for seed, part in zip(seeds, partitions, strict=True)]

@@ -332,6 +332,13 @@ def test_partitions_cover_the_chunk_once(case, n_jobs):
         assert not np.isin(users, np.concatenate([[-1], *others])).any()
         lo, hi = layout.entry_ptr[p.engagements.start], layout.entry_ptr[p.engagements.stop]
         np.testing.assert_array_equal(p.entries[p.entry_of], layout.entry_of[lo:hi])
+    # without local maps, the same ranges, each keeping the layout's map
+    whole = partition_layout(layout, n_jobs, local=False)
+    assert [p.engagements for p in whole] == [p.engagements for p in parts]
+    for p in whole:
+        lo, hi = layout.entry_ptr[p.engagements.start], layout.entry_ptr[p.engagements.stop]
+        assert p.entries is None
+        np.testing.assert_array_equal(p.entry_of, layout.entry_of[lo:hi])
 
 
 @st.composite
@@ -453,9 +460,9 @@ def test_small_chunks_are_sampled_as_one_chain(monkeypatch):
     layout_work = {}
     real = gibbs.partition_layout
 
-    def spy(layout, n):
+    def spy(layout, n, **kw):
         layout_work[n] = int(layout.entry_ptr[-1])
-        return real(layout, n)
+        return real(layout, n, **kw)
 
     monkeypatch.setattr(gibbs, "partition_layout", spy)
     assert MiCRO().min_partition_work == 1 << 22
@@ -509,8 +516,8 @@ def test_partitions_draw_independent_streams(monkeypatch):
     cuts = []
     real = gibbs.partition_layout
 
-    def spy(layout, n):
-        parts = real(layout, n)
+    def spy(layout, n, **kw):
+        parts = real(layout, n, **kw)
         cuts.append([p.engagements for p in parts])
         return parts
 
