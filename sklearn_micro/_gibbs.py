@@ -7,9 +7,10 @@
    current assignments;
 2. `run_chain`: Gibbs sweeps until the chain has converged. The chunk's users are split
    into partitions (`partition_layout`); each sweep samples every partition against its
-   own copy of the (item, interest) counts it touches (`sample_partition`), on threads
-   or, inside joblib's Dask backend, on a cluster's workers (`sklearn_micro._dask`), and
-   merges the partitions' moves after the sweep (AD-LDA, Newman et al. 2009);
+   own copy of the (item, interest) counts (`sample_partition`: on threads a copy of all
+   of them, inside joblib's Dask backend on a cluster's workers, `sklearn_micro._dask`,
+   of those it touches), and merges the partitions' moves after the sweep (AD-LDA,
+   Newman et al. 2009);
 3. committing the counts into the model, which `MiCRO` does.
 
 The random stream of a partition's sweep is seeded by (chunk seed, pass, sweep, partition),
@@ -173,7 +174,8 @@ def partition_layout(layout: ChunkLayout, n_partitions: int, *,
     if n_partitions <= 1 or n == 0:
         return [Partition(slice(0, n), slice(0, int(layout.support_ptr[-1])),
                           layout.engagement_user, layout.entry_ptr, layout.entry_of,
-                          layout.support_ptr, np.arange(layout.n_entries))]
+                          layout.support_ptr,
+                          np.arange(layout.n_entries) if local else None)]
     # cut at users: the first engagement of the user where the cumulative work passes j/n
     work = layout.entry_ptr
     targets = work[-1] * np.arange(1, n_partitions) / n_partitions
@@ -209,7 +211,8 @@ def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
 
     The arguments are the partition's arrays (see `Partition`) and the counts at the
     start of the sweep: its users' ``user_count`` and ``z``, ``entry_count`` of its
-    ``entries`` and the whole ``interest_count``. None of them is modified, except with
+    ``entries`` (of all the chunk's entries where ``entries`` is None) and the whole
+    ``interest_count``. None of them is modified, except with
     ``in_place``: then ``z`` and ``user_count``, which belong to the partition's users
     alone, and ``entry_count``, which must be the caller's own copy, are updated where
     they are (on threads: no copy of the chain's arrays). The changes of the (item,
@@ -287,8 +290,9 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     i_beta = layout.n_items * beta
     n = n_partitions(layout, n_jobs, min_partition_work)
     client = active_client() if n > 1 else None
-    partitions = partition_layout(
-        layout, n, local=client is not None or n * layout.n_entries > WHOLE_COPY_ENTRIES)
+    # one partition samples the layout in place and needs no map of its own
+    partitions = partition_layout(layout, n, local=n > 1 and (
+        client is not None or n * layout.n_entries > WHOLE_COPY_ENTRIES))
     trace: list[float] = []
     # the log-likelihood's parallel sum takes as many threads as there are partitions: a
     # chunk sampled as one chain gives the n_jobs=1 chain to the last bit

@@ -451,6 +451,41 @@ def test_parallel_sampler_is_deterministic_per_seed_and_n_jobs():
     assert not np.array_equal(one.phi_count_, models[0].phi_count_)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_partitions_on_threads_draw_alike_with_whole_or_local_counts(monkeypatch, seed):
+    """Partitions on threads copy all of the chunk's counts below WHOLE_COPY_ENTRIES and
+    gather only those they touch above it: the same chain either way, to the last bit."""
+    import sklearn_micro._gibbs as gibbs
+
+    rng = np.random.default_rng(seed)
+    n_users, K = 40, 6
+    supports = [sorted(rng.choice(K, rng.integers(1, K + 1), replace=False).tolist())
+                for _ in range(n_users)]
+    users = np.sort(rng.integers(0, n_users, 600))
+    case = (K, supports, users, rng.integers(0, 60, 600), seed)
+    chains, kinds = [], []
+    real = gibbs.partition_layout
+
+    def spy(layout, n, **kw):
+        parts = real(layout, n, **kw)
+        kinds.append((len(parts), {p.entries is None for p in parts}))
+        return parts
+
+    monkeypatch.setattr(gibbs, "partition_layout", spy)
+    for limit in (gibbs.WHOLE_COPY_ENTRIES, 0):
+        monkeypatch.setattr(gibbs, "WHOLE_COPY_ENTRIES", limit)
+        layout, counts, z, _ = _layout_of(case)
+        run_chain(layout, counts, z, beta=0.1, max_sweeps=4, tol=0, chunk_seed=seed,
+                  n_jobs=3, min_partition_work=0)
+        chains.append((z, counts))
+    assert kinds == [(3, {True}), (3, {False})]  # whole copies, then local maps
+    (z_whole, whole), (z_local, local) = chains
+    np.testing.assert_array_equal(z_whole, z_local)
+    for name in ("user_count", "entry_count", "interest_count"):
+        np.testing.assert_array_equal(getattr(whole, name), getattr(local, name))
+    np.testing.assert_array_equal(_recount(layout, z_whole).entry_count, whole.entry_count)
+
+
 def test_small_chunks_are_sampled_as_one_chain(monkeypatch):
     """Below min_partition_work support entries per partition a chunk gets fewer partitions:
     by default one for this small chunk, which then samples exactly the n_jobs=1 chain."""
