@@ -37,7 +37,7 @@ import tomotopy as tp
 from _harness import fmt, header, load_average, log, planted_stream, table, warm_up
 from threadpoolctl import threadpool_limits
 
-from sklearn_micro import MiCRO
+from sklearn_micro import MiCRO, _gibbs
 from sklearn_micro import micro as micro_module
 from sklearn_micro._gibbs import chain_threads
 from sklearn_micro._kernels import sampler
@@ -101,13 +101,16 @@ def run_micro(fitted, test, min_partition_work):
     if min_partition_work is not None:
         model.min_partition_work = min_partition_work
     with timed_kernels() as spent:
+        cpu = time.process_time()
         start = time.perf_counter()
         model.partial_fit(test)
         end = time.perf_counter()
+        cpu = time.process_time() - cpu
     prepare = spent["first_start"] - start
     commit = end - spent["last_end"]
     profile = {
         "total": end - start,
+        "cpu": cpu,
         "prepare": prepare,
         "gibbs_sweep": spent["chain"] - spent["chunk_log_likelihood"],
         "chunk_log_likelihood": spent["chunk_log_likelihood"],
@@ -131,12 +134,14 @@ def run_tomotopy(test, n_interests, sweeps, beta, seed, workers):
     scheme = tp.ParallelScheme.NONE if workers == 1 else tp.ParallelScheme.DEFAULT
     model.train(0, workers=workers, parallel=scheme)  # random initial topics
     init_time = time.perf_counter() - start
+    cpu = time.process_time()
     start = time.perf_counter()
     model.train(sweeps, workers=workers, parallel=scheme)
     train_time = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     n_words = model.num_words
     del model
-    return add_time, init_time, train_time, n_words
+    return add_time, init_time, train_time, cpu, n_words
 
 
 # ----------------------------------------------------------------- part 2: recommend
@@ -219,8 +224,15 @@ def main(argv=None) -> None:
                         help="numba and BLAS threads of part 2 (default: all cores)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="passes over the users in part 2 (the best one is reported)")
+    parser.add_argument("--whole-copy-entries", type=int,
+                        default=_gibbs.WHOLE_COPY_ENTRIES,
+                        help="partitions on threads copy all of the chunk's (item, interest) "
+                             "counts while partitions x entries stay below this, and gather "
+                             "their own through local maps above (0: always local maps; "
+                             "default %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    _gibbs.WHOLE_COPY_ENTRIES = args.whole_copy_entries
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -239,7 +251,8 @@ def main(argv=None) -> None:
           f"`tol=0, max_sweeps={args.sweeps}` (exactly that many sweeps; tomotopy runs the "
           "number of sweeps MiCRO ran); MiCRO's chunk sampled as one chain, in the "
           "partitions of the default `min_partition_work=2**22` and in `n_jobs` partitions "
-          "(`min_partition_work=0`), each number of partitions once")
+          "(`min_partition_work=0`), each number of partitions once; partitions copy the "
+          f"whole counts below {args.whole_copy_entries:,} partitions x entries")
     print(f"- part 2: K = {max(args.interests)}, m = {args.m}, {args.threads} numba threads "
           f"for `recommend` (all {os.cpu_count()} cores), {args.threads} BLAS threads for "
           "the dense scan\n")
@@ -272,7 +285,7 @@ def main(argv=None) -> None:
             model, ran, _ = runs[default_parts]
             n_assigned = n_e - model.n_unassigned_[1]
             log(f"K={K}: tomotopy ({ran} sweeps)")
-            add_time, init_time, tt_time, tt_words = run_tomotopy(test, K, ran, beta,
+            add_time, init_time, tt_time, tt_cpu, tt_words = run_tomotopy(test, K, ran, beta,
                                                                   args.seed, args.threads)
             if tt_words != n_e:
                 log(f"warning: tomotopy holds {tt_words} words, the chunk {n_e}")
@@ -281,7 +294,7 @@ def main(argv=None) -> None:
             for parts, (_, run_sweeps, prof) in runs.items():
                 label = (f"MiCRO `partial_fit` (whole call), {parts} partition"
                          + "s" * (parts > 1) + " (the default here)" * (parts == default_parts))
-                rows.append((label, prof["total"], run_sweeps))
+                rows.append((label, prof["total"], prof["cpu"], run_sweeps))
                 profile_rows.append([
                     f"{K:,}", f"{parts}", fmt(prof["total"]), fmt(prof["prepare"]),
                     fmt(prof["gibbs_sweep"]), fmt(prof["chunk_log_likelihood"]),
@@ -289,13 +302,16 @@ def main(argv=None) -> None:
                     f"{1e3 * prof['gibbs_sweep'] / run_sweeps:.0f}",
                     f"{1e3 * prof['chunk_log_likelihood'] / run_sweeps:.0f}"])
             prof = runs[default_parts][2]
-            rows.insert(1, ("MiCRO Gibbs sweeps only", prof["gibbs_sweep"], ran))
-            rows.append(("tomotopy `LDAModel.train`", tt_time, ran))
-            for name, t, n_sweeps in rows:
+            rows.insert(1, ("MiCRO Gibbs sweeps only", prof["gibbs_sweep"], None, ran))
+            rows.append(("tomotopy `LDAModel.train`", tt_time, tt_cpu, ran))
+            tt_cpu_rate = n_e * ran / tt_cpu
+            for name, t, cpu, n_sweeps in rows:
                 rate = n_e * n_sweeps / t
-                speed_rows.append([f"{K:,}", name, f"{n_e:,}", n_sweeps, fmt(t),
-                                   fmt(n_sweeps / t), f"{rate:,.0f}",
-                                   f"{rate / tt_rate:.1f}x"])
+                speed_rows.append([
+                    f"{K:,}", name, f"{n_e:,}", n_sweeps, fmt(t), fmt(n_sweeps / t),
+                    f"{rate:,.0f}", f"{rate / tt_rate:.1f}x",
+                    "" if cpu is None else fmt(cpu),
+                    "" if cpu is None else f"{n_e * n_sweeps / cpu / tt_cpu_rate:.1f}x"])
             setup_rows.append([
                 f"{K:,}", f"{np.mean(support):.2f}", f"{np.mean(e_support):.2f}",
                 f"{100 * np.mean(e_support == 1):.0f}%",
@@ -306,10 +322,12 @@ def main(argv=None) -> None:
             del model, fitted, runs, train, interests, test
 
     print(f"## 1. Gibbs sampling speed, {args.threads} threads each\n")
-    print("Engagements/s = engagements x sweeps / time. The ratio is to tomotopy at the "
-          "same K.\n")
+    print("Engagements/s = engagements x sweeps / time. The ratios are to tomotopy at the "
+          "same K, in wall seconds and in cpu seconds (the process's, all threads: on "
+          "shared cores the cpu ratio moves less with the other jobs than the wall one).\n")
     print(table(["K", "sampler", "engagements", "sweeps", "time (s)", "sweeps/s",
-                 "engagements/s", "vs tomotopy"], speed_rows))
+                 "engagements/s", "vs tomotopy", "cpu (s)", "vs tomotopy, cpu"],
+                speed_rows))
     print("\nWhere `partial_fit`'s time goes (seconds): the chain's sweeps (with the "
           "partitions' copies and merges) and log-likelihoods, and the work before the "
           "first sweep (laying the chunk out), between kernel calls and after the last "
