@@ -108,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="the graph embedding's total weight of a user's unengaged pairs, "
                           "spread over the items (GraphEmbedder's negative_weight), or none "
                           "for 1 a pair (default: the preset's, else none)")
+    rep.add_argument("--beta", type=float, default=None, metavar="B",
+                     help="both MiCRO rows' Dirichlet prior of phi over a chunk's items "
+                          "(MiCRO's beta; default: the preset's, 0.0001 / scale, else "
+                          "MiCRO's 0.01)")
     rep.add_argument("--user", default="user", help="user column of --data (default: user)")
     rep.add_argument("--item", default="item", help="item column of --data (default: item)")
     rep.add_argument("--chunk", default=None, help="chunk column of --data (default: chunk)")
@@ -308,6 +312,8 @@ def _config(args) -> dict:
         config["epochs"] = args.epochs
     if args.negative_weight is not None:  # likewise
         config["negative_weight"] = args.negative_weight
+    if args.beta is not None:  # likewise
+        config["beta"] = args.beta
     return config
 
 
@@ -361,6 +367,8 @@ def reproduce(args) -> int:
         args.k = preset.n_interests if args.k is None else args.k
         if args.negative_weight is None:
             args.negative_weight = preset.negative_weight
+        if args.beta is None:
+            args.beta = preset.beta
         if args.train_chunks is None:
             args.train_chunks = preset.train_chunks
     elif args.k is None:
@@ -378,6 +386,8 @@ def reproduce(args) -> int:
         if value is not None and value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
     args.negative_weight = _negative_weight(args.negative_weight)
+    if args.beta is not None and not 0 < args.beta < float("inf"):
+        raise CommandError(f"--beta must be a positive number; got {args.beta:g}")
     if not 0 <= args.phi_min_count < float("inf"):
         raise CommandError(f"--phi-min-count must be a finite count of at least 0; got "
                            f"{args.phi_min_count:g}")
@@ -427,7 +437,9 @@ def reproduce(args) -> int:
                              n_components=args.dim, m_values=m_values,
                              random_state=args.seed, progress=not args.quiet,
                              n_jobs=args.n_jobs, stages=stages,
-                             micro_params={"phi_min_count": args.phi_min_count},
+                             micro_params={"phi_min_count": args.phi_min_count,
+                                           **({} if args.beta is None
+                                              else {"beta": args.beta})},
                              embedding_params={
                                  **({} if args.epochs is None
                                     else {"iterations": args.epochs}),

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 
+from sklearn_micro import MiCRO
 from sklearn_micro.cli import main
 from sklearn_micro.datasets import make_engagements
 
@@ -115,6 +116,26 @@ def test_phi_min_count_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, 
     out = run(*args, "--phi-min-count", "-1")
     assert out.returncode == 2 and "--phi-min-count must be" in out.stderr
     assert out.stderr.strip().count("\n") == 0
+
+
+def test_beta_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, capsys):
+    import pickle
+
+    args = _small_run(tmp_path)
+    assert main([*args, "--beta", "0.25"]) == 0
+    capsys.readouterr()
+    with open(tmp_path / "out" / "checkpoints" / "MiCRO fit.pkl", "rb") as f:
+        model = pickle.load(f)
+    assert model.beta == 0.25 and model.paper_model().beta == 0.25
+    assert main([*args, "--beta", "0.5", "--resume"]) == 2
+    assert "beta=0.25" in capsys.readouterr().err
+    # a --data run without it: MiCRO's default
+    assert main([*args[:-1], str(tmp_path / "default")]) == 0
+    with open(tmp_path / "default" / "checkpoints" / "MiCRO fit.pkl", "rb") as f:
+        assert pickle.load(f).beta == MiCRO().beta
+    for value in ("0", "-1", "inf", "nan"):
+        assert main([*args, "--beta", value]) == 2
+        assert f"--beta must be a positive number; got {value}" in capsys.readouterr().err
 
 
 def test_compact_log_is_sorted_narrow_and_split_without_a_copy():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_micro import cli
+from sklearn_micro import MiCRO, cli
 from sklearn_micro.datasets import (
     PRESETS,
     iter_preset,
@@ -97,18 +97,21 @@ def test_reproduce_takes_the_preset_k_and_split_unless_given(tmp_path, monkeypat
     seen = {}
 
     def stop(args, stages):
-        seen.update(k=args.k, train_chunks=args.train_chunks, weight=args.negative_weight)
+        seen.update(k=args.k, train_chunks=args.train_chunks, weight=args.negative_weight,
+                    beta=args.beta)
         raise cli.CommandError("stop")
 
     monkeypatch.setattr(cli, "_draw", stop)
     fave, follow = (preset_parameters(p).negative_weight for p in ("fave", "follow"))
     cli.main(["reproduce", "--preset", "fave", "--scale", "0.05", "--out", str(tmp_path)])
-    assert seen == dict(k=250, train_chunks=169, weight=fave)
+    assert seen == dict(k=250, train_chunks=169, weight=fave,
+                        beta=preset_parameters("fave", 0.05).beta)
     cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path), "--k", "7",
-              "--train-chunks", "20", "--negative-weight", "none"])
-    assert seen == dict(k=7, train_chunks=20, weight=None)
+              "--train-chunks", "20", "--negative-weight", "none", "--beta", "0.3"])
+    assert seen == dict(k=7, train_chunks=20, weight=None, beta=0.3)
     cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path)])
-    assert seen == dict(k=50, train_chunks=18, weight=follow)  # the default scale, 0.01
+    # the default scale, 0.01
+    assert seen == dict(k=50, train_chunks=18, weight=follow, beta=0.01)
     cli.main(["reproduce", "--preset", "follow", "--out", str(tmp_path),
               "--negative-weight", "2e5"])
     assert seen["weight"] == 2e5
@@ -119,6 +122,18 @@ def test_preset_negative_weight_is_the_same_at_every_scale():
     for preset in ("fave", "follow"):
         weights = {preset_parameters(preset, s).negative_weight for s in (0.01, 0.25, 1)}
         assert len(weights) == 1 and next(iter(weights)) > 0
+
+
+def test_preset_beta_holds_its_mass_against_an_interests_chunk_at_every_scale():
+    # I_t grows with the scale and N[k, t] does not: I_t * beta must not grow either
+    for preset in ("fave", "follow"):
+        spec = {s: preset_parameters(preset, s) for s in (0.01, 0.05, 0.25, 1)}
+        # I_t * beta against N[k, t] = a chunk's engagements / K, both chunks alike
+        mass = {s: p.generator["n_items"] * p.beta * p.generator["n_interests"]
+                / p.generator["n_engagements"] for s, p in spec.items()}
+        assert spec[0.01].beta == MiCRO().beta  # the calibration's scale: the default
+        assert np.allclose(list(mass.values()), mass[0.01], rtol=0.01)
+        assert spec[1].beta < spec[0.25].beta < spec[0.05].beta < spec[0.01].beta
 
 
 def test_no_trending_share_draws_the_log_as_before():

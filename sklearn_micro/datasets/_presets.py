@@ -41,6 +41,12 @@ PRESETS = {
 # GraphEmbedder's negative_weight for each preset: a user's unengaged pairs weigh this much
 # in total at every scale, as their degrees do (docs/scale.md measures why it matters).
 _NEGATIVE_WEIGHT = {"fave": 150_000.0, "follow": 30_000.0}
+# MiCRO's beta for the presets: the prior's mass over a chunk's items, I_t * beta, grows
+# with the scale while an (interest, chunk)'s engagements N[k, t] do not, and it flattens
+# phi[k, t] (docs/scale.md measures the table's fall); beta falls as the scale grows, so
+# that I_t * beta / N[k, t] stays what it is with MiCRO's default 0.01 at 1/100, the
+# calibration's scale.
+_BETA_AT_MIN_SCALE = 0.01
 _SIZES = ("n_users", "n_items", "n_engagements", "n_interests")
 _MIN_SCALE = 0.01
 
@@ -73,7 +79,9 @@ def preset_parameters(preset: str, scale: float = 1.0) -> Bunch:
         (without ``random_state``); ``n_interests``: K, the number of interests to fit;
         ``train_chunks`` and ``test_chunks``: the paper's split; ``negative_weight``: the
         `GraphEmbedder` setting that weighs a user's unengaged pairs the same at every
-        scale.
+        scale; ``beta``: the `MiCRO` setting whose mass over a chunk's items, ``I_t *
+        beta``, weighs the same against an interest's engagements in a chunk at every
+        scale (0.01 at 1/100, 0.0001 at full scale).
 
     See Also
     --------
@@ -84,15 +92,16 @@ def preset_parameters(preset: str, scale: float = 1.0) -> Bunch:
     --------
     >>> from sklearn_micro.datasets import preset_parameters
     >>> p = preset_parameters("fave", 0.01)
-    >>> p.generator["n_users"], p.n_interests, p.train_chunks, p.test_chunks
-    (67000, 50, 169, 23)
+    >>> p.generator["n_users"], p.n_interests, p.train_chunks, p.test_chunks, p.beta
+    (67000, 50, 169, 23, 0.01)
     """
     spec = dict(PRESETS[preset])
     test_chunks = spec.pop("test_chunks")
     generator = {k: (max(1, round(v * scale)) if k in _SIZES else v) for k, v in spec.items()}
     return Bunch(generator=generator, n_interests=generator["n_interests"],
                  train_chunks=spec["n_chunks"] - test_chunks, test_chunks=test_chunks,
-                 negative_weight=_NEGATIVE_WEIGHT[preset])
+                 negative_weight=_NEGATIVE_WEIGHT[preset],
+                 beta=_BETA_AT_MIN_SCALE * (_MIN_SCALE / scale))
 
 
 @validate_params(
