@@ -312,7 +312,7 @@ def _config(args) -> dict:
         config["epochs"] = args.epochs
     if args.negative_weight is not None:  # likewise
         config["negative_weight"] = args.negative_weight
-    if args.beta is not None:  # likewise
+    if args.beta is not None:  # --data runs without it likewise; a preset always sets it
         config["beta"] = args.beta
     return config
 

@@ -100,42 +100,41 @@ def _small_run(tmp_path) -> list[str]:
     return args
 
 
-def test_phi_min_count_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, capsys):
+@pytest.mark.parametrize("flag, given, other, expected, bad, refusal", [
+    ("--phi-min-count", "2", "3", 2.0, ["-1", "inf", "nan"],
+     "--phi-min-count must be a finite count of at least 0; got {}"),
+    ("--beta", "0.25", "0.5", 0.25, ["0", "-1", "inf", "nan"],
+     "--beta must be a positive number; got {}"),
+])
+def test_micro_options_reach_both_rows_and_belong_to_the_run(
+        flag, given, other, expected, bad, refusal, tmp_path, capsys):
     import pickle
 
+    setting = flag[2:].replace("-", "_")  # MiCRO's parameter and the run's config key
+
+    def fitted(out):
+        with open(out / "checkpoints" / "MiCRO fit.pkl", "rb") as f:
+            return pickle.load(f)
+
     args = _small_run(tmp_path)
-    assert main([*args, "--phi-min-count", "2"]) == 0
+    assert main([*args, flag, given]) == 0
     capsys.readouterr()
     # the two rows share one fitted model: the paper's row is its paper_model
-    with open(tmp_path / "out" / "checkpoints" / "MiCRO fit.pkl", "rb") as f:
-        model = pickle.load(f)
-    assert model.phi_min_count == 2 and model.paper_model().phi_min_count == 2
+    model = fitted(tmp_path / "out")
+    assert getattr(model, setting) == expected
+    assert getattr(model.paper_model(), setting) == expected
     # the checkpoints belong to a run with that setting
-    assert main([*args, "--phi-min-count", "3", "--resume"]) == 2
-    assert "phi_min_count=2.0" in capsys.readouterr().err
-    out = run(*args, "--phi-min-count", "-1")
-    assert out.returncode == 2 and "--phi-min-count must be" in out.stderr
-    assert out.stderr.strip().count("\n") == 0
-
-
-def test_beta_reaches_both_micro_rows_and_belongs_to_the_run(tmp_path, capsys):
-    import pickle
-
-    args = _small_run(tmp_path)
-    assert main([*args, "--beta", "0.25"]) == 0
-    capsys.readouterr()
-    with open(tmp_path / "out" / "checkpoints" / "MiCRO fit.pkl", "rb") as f:
-        model = pickle.load(f)
-    assert model.beta == 0.25 and model.paper_model().beta == 0.25
-    assert main([*args, "--beta", "0.5", "--resume"]) == 2
-    assert "beta=0.25" in capsys.readouterr().err
+    assert main([*args, flag, other, "--resume"]) == 2
+    assert f"{setting}={expected!r}" in capsys.readouterr().err
     # a --data run without it: MiCRO's default
     assert main([*args[:-1], str(tmp_path / "default")]) == 0
-    with open(tmp_path / "default" / "checkpoints" / "MiCRO fit.pkl", "rb") as f:
-        assert pickle.load(f).beta == MiCRO().beta
-    for value in ("0", "-1", "inf", "nan"):
-        assert main([*args, "--beta", value]) == 2
-        assert f"--beta must be a positive number; got {value}" in capsys.readouterr().err
+    assert getattr(fitted(tmp_path / "default"), setting) == getattr(MiCRO(), setting)
+    for value in bad:
+        assert main([*args, flag, value]) == 2
+        assert refusal.format(value) in capsys.readouterr().err
+    out = run(*args, flag, bad[0])  # one line, no traceback
+    assert out.returncode == 2 and refusal.format(bad[0]) in out.stderr
+    assert out.stderr.strip().count("\n") == 0
 
 
 def test_compact_log_is_sorted_narrow_and_split_without_a_copy():
