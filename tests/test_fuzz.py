@@ -189,6 +189,21 @@ def test_both_csv_engines_agree_on_fuzzed_files(tmp_path, monkeypatch):
     check()
 
 
+@pytest.mark.parametrize("row", ["#,0,0", "1,2,0 # a note", "# 1,2,0"])
+def test_both_csv_engines_refuse_a_hash_alike(row, tmp_path, monkeypatch):
+    """A '#' is data, not the start of a comment, to both readers (numpy's loadtxt would
+    drop the row or its end): the same refusal, naming the row."""
+    path = tmp_path / "log.csv"
+    path.write_text(f"user,item,chunk\n{row}\n", encoding="utf-8")
+    messages = []
+    for has_pyarrow in (True, False):
+        monkeypatch.setattr(_files, "_has_pyarrow", lambda v=has_pyarrow: v)
+        with pytest.raises(ValueError, match="line 2") as info:
+            read_log(path)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
 # -- partial_fit -----------------------------------------------------------------------------
 
 X_TRAIN, X_NEXT = make_log(7, as_frame=True)

@@ -328,8 +328,9 @@ def _iter_csv_numpy(src: _Source, names: list[str], kinds: dict[str, str], batch
             for kind in dict.fromkeys(kinds.values()):
                 wanted = [name for name, k in kinds.items() if k == kind]
                 try:
+                    # no comment character: a '#' is data to pyarrow's reader too
                     values = np.loadtxt(lines, delimiter=src.sep, quotechar='"',
-                                        dtype=dtypes[kind], ndmin=2,
+                                        comments=None, dtype=dtypes[kind], ndmin=2,
                                         usecols=[names.index(name) for name in wanted])
                 except ValueError as exc:
                     _raise_bad_csv_row(src, names, kinds, row0, exc)
