@@ -147,7 +147,7 @@ def build_layout(engagement_user, engagement_item, support_ptr, support_interest
     np.cumsum(size, out=entry_ptr[1:])
     entry_of, entry_item, entry_interest = sampler.entry_map(
         engagement_user, engagement_item, entry_ptr, support_ptr, support_interest,
-        n_items, n_interests)
+        n_items, n_interests, numba.get_num_threads())
     layout = ChunkLayout(engagement_user, engagement_item, support_ptr, support_interest,
                          np.asarray(support_prior, np.float64), entry_ptr, entry_of,
                          entry_item, entry_interest, int(n_interests), int(n_items))
@@ -282,40 +282,65 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     place. Returns the log-likelihood after each sweep.
 
     The chunk is split into `n_partitions` partitions (of ``n_jobs`` and
-    ``min_partition_work``). With one partition the sweep runs
-    in place; with more, each partition samples against its own copy of the counts on a
-    thread (inside joblib's Dask backend, on a worker of the cluster, see
-    `sklearn_micro._dask`), and the assignments that moved are merged after the sweep.
+    ``min_partition_work``). With one partition the sweep runs in place; with more, each
+    partition samples against its own copy of the counts and the assignments that moved
+    are merged after the sweep: on numba's threads in one parallel kernel where the
+    partitions' whole copies fit `WHOLE_COPY_ENTRIES` (`sampler.sweep_copies`), else on a
+    pool's threads with the counts each partition touches, or inside joblib's Dask
+    backend on the workers of a cluster (`sklearn_micro._dask`). All draw the same chain.
     """
     i_beta = layout.n_items * beta
     n = n_partitions(layout, n_jobs, min_partition_work)
     client = active_client() if n > 1 else None
+    whole = client is None and n * layout.n_entries <= WHOLE_COPY_ENTRIES
     # one partition samples the layout in place and needs no map of its own
-    partitions = partition_layout(layout, n, local=n > 1 and (
-        client is not None or n * layout.n_entries > WHOLE_COPY_ENTRIES))
+    partitions = partition_layout(layout, n, local=n > 1 and not whole)
     trace: list[float] = []
     # the log-likelihood's parallel sum takes as many threads as there are partitions: a
     # chunk sampled as one chain gives the n_jobs=1 chain to the last bit
     with numba_threads(min(numba.get_num_threads(), len(partitions))), \
-            _partition_sweeps(layout, partitions, client) as sweep_partitions:
-        for sweep in range(max_sweeps):
-            seeds = [sweep_seed(chunk_seed, pass_, sweep, p) for p in range(len(partitions))]
-            if len(partitions) == 1:
-                sampler.sweep_partition(
-                    seeds[0], layout.engagement_user, layout.entry_ptr, layout.entry_of,
-                    layout.support_ptr, layout.support_interest, layout.support_prior,
-                    counts.user_count, counts.entry_count, counts.interest_count, z, beta,
-                    i_beta)
-            else:
-                before = z.copy()
-                _merge(layout, partitions, counts, z, before,
-                       sweep_partitions(seeds, counts, z, beta, i_beta))
+            _sweeps(layout, partitions, counts, z, client, beta, i_beta) as sweep:
+        for s in range(max_sweeps):
+            sweep([sweep_seed(chunk_seed, pass_, s, p) for p in range(len(partitions))])
             trace.append(sampler.chunk_log_likelihood(
                 layout.support_prior, counts.user_count, counts.entry_count,
                 counts.interest_count, beta, i_beta))
             if _converged(trace, tol):
                 break
     return trace
+
+
+@contextmanager
+def _sweeps(layout: ChunkLayout, partitions: list[Partition], counts: ChainCounts,
+            z: np.ndarray, client, beta: float, i_beta: float):
+    """Yields ``sweep(seeds)``, one sweep of the chain in its partitions, a seed each,
+    which updates ``counts`` and ``z`` in place (see `run_chain`): partitions without
+    maps of their own (``entries`` None) are sampled against whole copies."""
+    if len(partitions) == 1:
+        yield lambda seeds: sampler.sweep_partition(
+            seeds[0], layout.engagement_user, layout.entry_ptr, layout.entry_of,
+            layout.support_ptr, layout.support_interest, layout.support_prior,
+            counts.user_count, counts.entry_count, counts.interest_count, z, beta, i_beta)
+        return
+    if partitions[0].entries is None:
+        bounds = np.array([0] + [part.engagements.stop for part in partitions], np.int64)
+        # the first partition samples the chain's own counts, the others whole copies of
+        # them, which stay equal to the chain's after each sweep's merge
+        copies = np.empty((len(partitions) - 1, layout.n_entries), np.int32)
+        copies[:] = counts.entry_count
+        before = np.empty_like(z)
+        yield lambda seeds: sampler.sweep_copies(
+            np.array(seeds, np.int64), bounds, layout.engagement_user, layout.entry_ptr,
+            layout.entry_of, layout.support_ptr, layout.support_interest,
+            layout.support_prior, counts.user_count, counts.entry_count, copies,
+            counts.interest_count, z, before, beta, i_beta)
+        return
+    with _partition_sweeps(layout, partitions, client) as sweep_partitions:
+        def sweep(seeds):
+            before = z.copy()
+            _merge(layout, partitions, counts, z, before,
+                   sweep_partitions(seeds, counts, z, beta, i_beta))
+        yield sweep
 
 
 @contextmanager
@@ -335,8 +360,7 @@ def _partition_sweeps(layout: ChunkLayout, partitions: list[Partition], client=N
             # each thread takes its partition's copy of the counts itself: nothing writes
             # them until every sweep is done and merged
             def one(seed, part):
-                entry_count = (counts.entry_count.copy() if part.entries is None
-                               else sampler.gather(counts.entry_count, part.entries))
+                entry_count = sampler.gather(counts.entry_count, part.entries)
                 return sample_partition(
                     seed, part.engagement_user, part.entry_ptr, part.entry_of,
                     part.support_ptr, layout.support_interest[part.supports],

@@ -507,10 +507,11 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
             assignable = size > 0
             start = assignable & (z < 0)
             z[start] = (rng.random_sample(int(start.sum())) * size[start]).astype(np.int32)
-            layout, counts = build_layout(
-                engagements.local_user[assignable], engagements.local_item[assignable],
-                supports.ptr, supports.interest, self.alpha + supports.carried,
-                z[assignable], n_interests=self.n_interests_, n_items=engagements.n_items)
+            with _numba_threads(self.n_jobs):
+                layout, counts = build_layout(
+                    engagements.local_user[assignable], engagements.local_item[assignable],
+                    supports.ptr, supports.interest, self.alpha + supports.carried,
+                    z[assignable], n_interests=self.n_interests_, n_items=engagements.n_items)
             z_assignable = z[assignable]
             if not assignable.any():
                 break

@@ -23,9 +23,11 @@ from sklearn_micro.utils.estimator_checks import make_log, state_differences
 # -- injection points ------------------------------------------------------------------------
 # MiCRO: a method called once per chunk, before the chunk is sampled.
 MICRO_CHUNK_STEP = (MiCRO, "_sample_chunk")
-# MiCRO: the compiled Gibbs sweep, called once per sweep (and partition); it changes the
-# counts in place.
+# MiCRO: the compiled Gibbs sweep, called once per sweep, of a chunk sampled as one chain;
+# it changes the counts in place.
 MICRO_KERNEL = (sampler, "sweep_partition")
+# MiCRO: the same, of a chunk sampled in partitions on threads (one call a sweep for all).
+MICRO_PARTITIONS_KERNEL = (sampler, "sweep_copies")
 # MiCRO: a method called in the commit of each chunk, after the supports have been replaced.
 MICRO_COMMIT = (MiCRO, "_set_chunk")
 # Baselines: the hook that takes one new chunk, once per chunk.
@@ -110,7 +112,7 @@ def test_micro_failure_inside_the_kernel(monkeypatch, n_jobs):
     model = _micro().set_params(n_jobs=n_jobs, min_partition_work=0)
     rest = X_NEXT[X_NEXT.chunk > X_NEXT.chunk.min()]
     untouched = _copy(model)
-    owner, name = MICRO_KERNEL
+    owner, name = MICRO_KERNEL if n_jobs is None else MICRO_PARTITIONS_KERNEL
     # the kernel calls the first chunk of `rest` takes, from a run without failure
     counting = _fail_on_call(getattr(owner, name), 0)
     monkeypatch.setattr(owner, name, counting)

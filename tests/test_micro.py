@@ -317,6 +317,24 @@ def test_counts_equal_a_recount_after_every_sweep(case, n_jobs):
         assert counts.interest_count.sum() == users.shape[0]
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunks())
+def test_entry_map_numbers_alike_in_any_number_of_item_ranges(case):
+    """The entries are numbered in ranges of items on threads, each moved past the ranges
+    before it: the map is that of one range whatever the number of ranges (more ranges
+    than items included)."""
+    from sklearn_micro._kernels import sampler
+
+    layout, _, _, _ = _layout_of(case)
+    args = (layout.engagement_user, layout.engagement_item, layout.entry_ptr,
+            layout.support_ptr, layout.support_interest, layout.n_items,
+            layout.n_interests)
+    one = sampler.entry_map(*args, 1)
+    for n_ranges in (2, 3, 7, 50):
+        for got, want in zip(sampler.entry_map(*args, n_ranges), one, strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chunks(), st.integers(2, 4))
 def test_partitions_cover_the_chunk_once(case, n_jobs):

@@ -59,14 +59,23 @@ def sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
     releases the GIL, so partitions of disjoint users run on threads at once.
     """
     np.random.seed(seed)
-    n = engagement_user.shape[0]
+    return _sweep_range(0, engagement_user.shape[0], engagement_user, entry_ptr, entry_of,
+                        support_ptr, support_interest, support_prior, user_count,
+                        entry_count, interest_count, z, beta, i_beta)
+
+
+@njit(cache=True, inline="always")
+def _sweep_range(lo, hi, engagement_user, entry_ptr, entry_of, support_ptr, support_interest,
+                 support_prior, user_count, entry_count, interest_count, z, beta, i_beta):
+    """`sweep_partition` over the engagements ``lo..hi-1``, on the calling thread's random
+    stream as it stands."""
     max_s = 1
-    for e in range(n):
+    for e in range(lo, hi):
         max_s = max(max_s, entry_ptr[e + 1] - entry_ptr[e])
     cum = np.empty(max_s, np.float64)
     changed = 0
-    for e in range(n):
-        if e + PREFETCH_AHEAD < n:
+    for e in range(lo, hi):
+        if e + PREFETCH_AHEAD < hi:
             for p in range(entry_ptr[e + PREFETCH_AHEAD], entry_ptr[e + PREFETCH_AHEAD + 1]):
                 _prefetch(entry_count, entry_of[p])
         u = engagement_user[e]
@@ -86,21 +95,62 @@ def sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
                       / (i_beta + interest_count[support_interest[s0 + j]]))
             cum[j] = total
         r = np.random.random() * total
-        lo = 0
-        hi = s - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
+        lo_j = 0
+        hi_j = s - 1
+        while lo_j < hi_j:
+            mid = (lo_j + hi_j) // 2
             if cum[mid] > r:
-                hi = mid
+                hi_j = mid
             else:
-                lo = mid + 1
-        user_count[s0 + lo] += 1
-        entry_count[entry_of[off + lo]] += 1
-        interest_count[support_interest[s0 + lo]] += 1
-        if lo != old:
+                lo_j = mid + 1
+        user_count[s0 + lo_j] += 1
+        entry_count[entry_of[off + lo_j]] += 1
+        interest_count[support_interest[s0 + lo_j]] += 1
+        if lo_j != old:
             changed += 1
-            z[e] = lo
+            z[e] = lo_j
     return changed
+
+
+@njit(cache=True, parallel=True)
+def sweep_copies(seeds, bounds, engagement_user, entry_ptr, entry_of, support_ptr,
+                 support_interest, support_prior, user_count, entry_count, copies,
+                 interest_count, z, before, beta, i_beta):
+    """One sweep of a chunk in partitions at once, each against its own copy of the
+    (item, interest) counts, then the merge; in one parallel region.
+
+    Partition ``p`` is the engagements ``bounds[p]..bounds[p + 1]-1`` (of disjoint users)
+    and samples with the random stream of ``seeds[p]`` against its own ``N[i, k, t]``
+    (``entry_count`` for the first partition, ``copies[p - 1]``, a whole copy, for the
+    others) and its own copy of ``interest_count``: the draws are those of
+    `sweep_partition` on the partition's arrays. Then each partition's counts take the
+    moves of the other partitions' engagements (``before`` to ``z``), so that they all hold
+    the chain's counts again, and ``interest_count`` the partitions' changes. ``z``,
+    ``user_count``, ``entry_count``, ``copies`` and ``interest_count`` are updated in
+    place; ``before`` is scratch. Returns how many assignments changed.
+    """
+    n_parts = seeds.shape[0]
+    interests = np.empty((n_parts, interest_count.shape[0]), interest_count.dtype)
+    changed = np.zeros(n_parts, np.int64)
+    for p in prange(n_parts):
+        lo, hi = bounds[p], bounds[p + 1]
+        before[lo:hi] = z[lo:hi]
+        interests[p] = interest_count
+        np.random.seed(seeds[p])
+        counts = entry_count if p == 0 else copies[p - 1]
+        changed[p] = _sweep_range(lo, hi, engagement_user, entry_ptr, entry_of, support_ptr,
+                                  support_interest, support_prior, user_count, counts,
+                                  interests[p], z, beta, i_beta)
+    for p in prange(n_parts):
+        counts = entry_count if p == 0 else copies[p - 1]
+        for q in range(n_parts):
+            if q != p:
+                _add_moves_range(counts, entry_ptr, entry_of, before, z, bounds[q],
+                                 bounds[q + 1])
+    start = interest_count.copy()
+    for p in range(n_parts):
+        interest_count += interests[p] - start
+    return changed.sum()
 
 
 @njit(cache=True, inline="always")
@@ -151,9 +201,9 @@ def _prefetch_engagement(q, order, engagement_user, entry_ptr, entry_of, support
         _prefetch(support_interest, support_ptr[engagement_user[order[q + PREFETCH_AHEAD // 2]]])
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def entry_map(engagement_user, engagement_item, entry_ptr, support_ptr, support_interest,
-              n_items, n_interests):
+              n_items, n_interests, n_ranges):
     """The (item, interest) entries of a chunk and each engagement's map into them.
 
     Engagement ``e`` of local item ``engagement_item[e]`` has one entry per interest of its
@@ -161,46 +211,81 @@ def entry_map(engagement_user, engagement_item, entry_ptr, support_ptr, support_
     Entries are grouped by item, each (item, interest) pair once, numbered in the order of
     the item's engagements and their support's interests, in O(entries + items + K): the
     engagements are grouped by item (a counting sort), so each engagement's slots and its
-    user's support are read in one run. Returns ``entry_of``, and each entry's item and
-    interest.
+    user's support are read in one run. The items are cut into ``n_ranges`` ranges of
+    about equal slots (one per thread), each numbered from 0 and then moved past the
+    ranges before it: the numbering is the same for any ``n_ranges``. Returns
+    ``entry_of``, and each entry's item and interest.
     """
     n = engagement_user.shape[0]
     total = entry_ptr[n]
     start = np.zeros(n_items + 1, np.int64)
+    slots = np.zeros(n_items + 1, np.int64)
     for e in range(n):
         start[engagement_item[e] + 1] += 1
+        slots[engagement_item[e] + 1] += entry_ptr[e + 1] - entry_ptr[e]
     for it in range(n_items):
         start[it + 1] += start[it]
+        slots[it + 1] += slots[it]
     fill = start[:-1].copy()
     by_item = np.empty(n, np.int64)
     for e in range(n):
         it = engagement_item[e]
         by_item[fill[it]] = e
         fill[it] += 1
-    mark = np.full(n_interests, -1, np.int64)
+    n_ranges = max(1, min(n_ranges, n_items))
+    cut = np.empty(n_ranges + 1, np.int64)
+    for r in range(n_ranges):
+        cut[r] = np.searchsorted(slots[:-1], total * r / n_ranges)
+    cut[0] = 0
+    cut[n_ranges] = n_items
     entry_of = np.empty(total, np.int32)
+    # a range writes its entries from the position of its first slot on: never past the
+    # next range's, since an item has at most as many entries as slots
     entry_item = np.empty(total, np.int32)
     entry_interest = np.empty(total, np.int32)
-    n_entries = 0
-    for it in range(n_items):
-        first = n_entries
-        for q in range(start[it], start[it + 1]):
-            _prefetch_engagement(q, by_item, engagement_user, entry_ptr, entry_of,
-                                 support_ptr, support_interest)
-            e = by_item[q]
-            s0 = support_ptr[engagement_user[e]]
-            p0 = entry_ptr[e]
-            for j in range(entry_ptr[e + 1] - p0):
-                k = support_interest[s0 + j]
-                if mark[k] < 0:
-                    mark[k] = n_entries
-                    entry_item[n_entries] = it
-                    entry_interest[n_entries] = k
-                    n_entries += 1
-                entry_of[p0 + j] = mark[k]
-        for c in range(first, n_entries):
-            mark[entry_interest[c]] = -1
-    return entry_of, entry_item[:n_entries].copy(), entry_interest[:n_entries].copy()
+    found = np.zeros(n_ranges + 1, np.int64)
+    for r in prange(n_ranges):
+        mark = np.full(n_interests, -1, np.int64)
+        base = slots[cut[r]]
+        count = 0
+        for it in range(cut[r], cut[r + 1]):
+            first = count
+            for q in range(start[it], start[it + 1]):
+                _prefetch_engagement(q, by_item, engagement_user, entry_ptr, entry_of,
+                                     support_ptr, support_interest)
+                e = by_item[q]
+                s0 = support_ptr[engagement_user[e]]
+                p0 = entry_ptr[e]
+                for j in range(entry_ptr[e + 1] - p0):
+                    k = support_interest[s0 + j]
+                    if mark[k] < 0:
+                        mark[k] = count
+                        entry_item[base + count] = it
+                        entry_interest[base + count] = k
+                        count += 1
+                    entry_of[p0 + j] = mark[k]
+            for c in range(first, count):
+                mark[entry_interest[base + c]] = -1
+        found[r + 1] = count
+    for r in range(n_ranges):
+        found[r + 1] += found[r]
+    if n_ranges > 1:
+        range_of = np.empty(n_items, np.int32)
+        for r in range(n_ranges):
+            range_of[cut[r]:cut[r + 1]] = r
+        for e in prange(n):
+            shift = found[range_of[engagement_item[e]]]
+            if shift:
+                for p in range(entry_ptr[e], entry_ptr[e + 1]):
+                    entry_of[p] += shift
+    out_item = np.empty(found[n_ranges], np.int32)
+    out_interest = np.empty(found[n_ranges], np.int32)
+    for r in range(n_ranges):
+        base = slots[cut[r]]
+        for c in range(found[r + 1] - found[r]):
+            out_item[found[r] + c] = entry_item[base + c]
+            out_interest[found[r] + c] = entry_interest[base + c]
+    return entry_of, out_item, out_interest
 
 
 @njit(cache=True)
@@ -267,9 +352,14 @@ def gather(values, positions):
 def add_moves(entry_count, entry_ptr, entry_of, before, z):
     """Move the (item, interest) counts of the engagements whose assignment changed from
     ``before`` to ``z``."""
-    n = z.shape[0]
-    for e in range(n):
-        if e + PREFETCH_AHEAD < n:
+    _add_moves_range(entry_count, entry_ptr, entry_of, before, z, 0, z.shape[0])
+
+
+@njit(cache=True, inline="always")
+def _add_moves_range(entry_count, entry_ptr, entry_of, before, z, lo, hi):
+    """`add_moves` over the engagements ``lo..hi-1``."""
+    for e in range(lo, hi):
+        if e + PREFETCH_AHEAD < hi:
             ahead = e + PREFETCH_AHEAD
             if before[ahead] != z[ahead]:
                 _prefetch(entry_count, entry_of[entry_ptr[ahead] + before[ahead]])
