@@ -7,6 +7,7 @@ user guide) and its progress to stderr.
 
 from __future__ import annotations
 
+import copy
 import os
 import platform
 import resource
@@ -200,6 +201,8 @@ def warm_up() -> float:
     start = time.perf_counter()
     train, interests, test, _ = planted_stream(200, 8, 2000, 2000, 100, seed=1)
     model = MiCRO(random_state=0, max_sweeps=2).fit(train, item_interest=interests)
+    # the chunk in partitions on threads, then as one chain: both sweep kernels
+    copy.deepcopy(model).set_params(n_jobs=2, min_partition_work=0).partial_fit(test)
     model.partial_fit(test)
     model.recommend(np.arange(50), m=10)
     return time.perf_counter() - start

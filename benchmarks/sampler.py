@@ -226,10 +226,10 @@ def main(argv=None) -> None:
                         help="passes over the users in part 2 (the best one is reported)")
     parser.add_argument("--whole-copy-entries", type=int,
                         default=_gibbs.WHOLE_COPY_ENTRIES,
-                        help="partitions on threads copy all of the chunk's (item, interest) "
-                             "counts while partitions x entries stay below this, and gather "
-                             "their own through local maps above (0: always local maps; "
-                             "default %(default)s)")
+                        help="partitions on threads keep whole copies of the chunk's (item, "
+                             "interest) counts while (partitions - 1) x entries stay below "
+                             "this, and gather their own through local maps above (0: always "
+                             "local maps; default %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     _gibbs.WHOLE_COPY_ENTRIES = args.whole_copy_entries
@@ -251,8 +251,9 @@ def main(argv=None) -> None:
           f"`tol=0, max_sweeps={args.sweeps}` (exactly that many sweeps; tomotopy runs the "
           "number of sweeps MiCRO ran); MiCRO's chunk sampled as one chain, in the "
           "partitions of the default `min_partition_work=2**22` and in `n_jobs` partitions "
-          "(`min_partition_work=0`), each number of partitions once; partitions copy the "
-          f"whole counts below {args.whole_copy_entries:,} partitions x entries")
+          "(`min_partition_work=0`), each number of partitions once; partitions keep whole "
+          f"copies of the counts below {args.whole_copy_entries:,} (partitions - 1) x "
+          "entries")
     print(f"- part 2: K = {max(args.interests)}, m = {args.m}, {args.threads} numba threads "
           f"for `recommend` (all {os.cpu_count()} cores), {args.threads} BLAS threads for "
           "the dense scan\n")

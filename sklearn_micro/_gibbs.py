@@ -156,10 +156,12 @@ def build_layout(engagement_user, engagement_item, support_ptr, support_interest
         layout.n_entries, n_interests))
 
 
-# the (item, interest) entries that the partitions of a chunk sampled on threads may copy
-# whole at each sweep, all partitions together (4 bytes an entry): below it each partition
-# takes a copy of every entry, which costs less than finding the entries it touches
-# (`sampler.localize`) and gathering them; above it, and on a cluster, only those
+# the (item, interest) entries of the whole copies of a chunk's counts that its partitions
+# on threads may hold, all together (4 bytes an entry; the first partition samples the
+# chain's own counts): below it every other partition keeps a copy of every entry for the
+# chain's sweeps (`sampler.sweep_copies`), which costs less than finding the entries each
+# touches (`sampler.localize`) and gathering them at every sweep; above it, and on a
+# cluster, only those
 WHOLE_COPY_ENTRIES = 1 << 26
 
 
@@ -180,12 +182,12 @@ def partition_layout(layout: ChunkLayout, n_partitions: int, *,
     work = layout.entry_ptr
     targets = work[-1] * np.arange(1, n_partitions) / n_partitions
     cuts = np.searchsorted(work[:-1], targets)
-    first_of_user = np.searchsorted(layout.engagement_user, np.arange(n_users + 1))
     user_cuts = np.unique(np.concatenate([
         [0], layout.engagement_user[np.minimum(cuts, n - 1)], [n_users]]))
+    first_of_user = np.searchsorted(layout.engagement_user, user_cuts)
     ranges = []
-    for u_lo, u_hi in zip(user_cuts[:-1], user_cuts[1:], strict=True):
-        e_lo, e_hi = int(first_of_user[u_lo]), int(first_of_user[u_hi])
+    for j, (u_lo, u_hi) in enumerate(zip(user_cuts[:-1], user_cuts[1:], strict=True)):
+        e_lo, e_hi = int(first_of_user[j]), int(first_of_user[j + 1])
         ranges.append((int(u_lo), int(u_hi), e_lo, e_hi, int(layout.entry_ptr[e_lo]),
                        int(layout.entry_ptr[e_hi])))
 
@@ -292,7 +294,7 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     i_beta = layout.n_items * beta
     n = n_partitions(layout, n_jobs, min_partition_work)
     client = active_client() if n > 1 else None
-    whole = client is None and n * layout.n_entries <= WHOLE_COPY_ENTRIES
+    whole = client is None and (n - 1) * layout.n_entries <= WHOLE_COPY_ENTRIES
     # one partition samples the layout in place and needs no map of its own
     partitions = partition_layout(layout, n, local=n > 1 and not whole)
     trace: list[float] = []
