@@ -433,16 +433,9 @@ def main_interests(item_interest, items, layout, entry_count):
     """``item_interest`` with each item of the chunk that has assigned engagements set to the
     interest holding most of them, ties going to the lower interest (``items`` maps the
     layout's local items to model items)."""
-    hit = entry_count > 0
-    item = items[layout.entry_item[hit]]
-    k = layout.entry_interest[hit]
-    cnt = entry_count[hit]
+    local = sampler.main_interests(layout.entry_item, layout.entry_interest, entry_count,
+                                   layout.n_items)
     out = item_interest.copy()
-    if item.shape[0] == 0:
-        return out
-    start = np.flatnonzero(np.concatenate([[True], item[1:] != item[:-1]]))
-    group = np.repeat(np.arange(start.shape[0]), np.diff(np.append(start, item.shape[0])))
-    best = np.maximum.reduceat(cnt, start)
-    candidate = np.where(cnt == best[group], k, np.iinfo(np.int32).max)
-    out[item[start]] = np.minimum.reduceat(candidate, start)
+    found = np.flatnonzero(local >= 0)
+    out[items[found]] = local[found]
     return out

@@ -335,6 +335,29 @@ def test_entry_map_numbers_alike_in_any_number_of_item_ranges(case):
             np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunks())
+def test_an_items_main_interest_holds_most_of_its_engagements(case):
+    """After a sweep, each item of the chunk takes the interest of most of its assigned
+    engagements, the lower interest on a tie (ties are common in small chunks)."""
+    from sklearn_micro._micro_state import main_interests
+
+    K, supports, users, items, seed = case
+    layout, counts, z, _ = _layout_of(case)
+    run_chain(layout, counts, z, beta=0.1, max_sweeps=1, tol=0, chunk_seed=seed)
+    model_items = np.arange(layout.n_items) + 3  # local item i is model item i + 3
+    got = main_interests(np.full(layout.n_items + 5, -2, np.int32), model_items, layout,
+                         counts.entry_count)
+    assert (got[:3] == -2).all() and (got[layout.n_items + 3:] == -2).all()
+    for item in range(layout.n_items):
+        given = [supports[users[e]][z[e]] for e in range(users.shape[0]) if items[e] == item]
+        if not given:
+            assert got[item + 3] == -2
+            continue
+        tally = np.bincount(given, minlength=K)
+        assert got[item + 3] == int(np.flatnonzero(tally == tally.max())[0])
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chunks(), st.integers(2, 4))
 def test_partitions_cover_the_chunk_once(case, n_jobs):

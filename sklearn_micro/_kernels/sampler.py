@@ -23,6 +23,9 @@ from numba.extending import intrinsic
 # a sweep asks for the (item, interest) counts of the engagement this many ahead: they are
 # scattered over the chunk's entries, and waiting for each costs more than the draw
 PREFETCH_AHEAD = 16
+# the merge asks for the counts of the engagement this many ahead: few engagements move
+# after the first sweeps, so its requests need a longer reach to be in flight in time
+MOVES_AHEAD = 128
 
 
 @intrinsic
@@ -359,8 +362,8 @@ def add_moves(entry_count, entry_ptr, entry_of, before, z):
 def _add_moves_range(entry_count, entry_ptr, entry_of, before, z, lo, hi):
     """`add_moves` over the engagements ``lo..hi-1``."""
     for e in range(lo, hi):
-        if e + PREFETCH_AHEAD < hi:
-            ahead = e + PREFETCH_AHEAD
+        if e + MOVES_AHEAD < hi:
+            ahead = e + MOVES_AHEAD
             if before[ahead] != z[ahead]:
                 _prefetch(entry_count, entry_of[entry_ptr[ahead] + before[ahead]])
                 _prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
@@ -369,6 +372,24 @@ def _add_moves_range(entry_count, entry_ptr, entry_of, before, z, lo, hi):
         if a != b:
             entry_count[entry_of[entry_ptr[e] + a]] -= 1
             entry_count[entry_of[entry_ptr[e] + b]] += 1
+
+
+@njit(cache=True)
+def main_interests(entry_item, entry_interest, entry_count, n_items):
+    """Each item's interest holding most of its assigned engagements, ties going to the
+    lower interest; -1 for an item without any."""
+    best = np.full(n_items, -1, np.int32)
+    most = np.zeros(n_items, np.int32)
+    for c in range(entry_item.shape[0]):
+        n = entry_count[c]
+        if n == 0:
+            continue
+        it = entry_item[c]
+        k = entry_interest[c]
+        if n > most[it] or (n == most[it] and k < best[it]):
+            most[it] = n
+            best[it] = k
+    return best
 
 
 @njit(cache=True)
