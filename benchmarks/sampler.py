@@ -144,6 +144,11 @@ def run_tomotopy(test, n_interests, sweeps, beta, seed, workers):
     return add_time, init_time, train_time, cpu, n_words
 
 
+def _median(runs: list[dict], key: str) -> dict:
+    """The run of median ``key`` (the upper one of an even number)."""
+    return sorted(runs, key=lambda run: run[key])[len(runs) // 2]
+
+
 # ----------------------------------------------------------------- part 2: recommend
 
 
@@ -230,6 +235,9 @@ def main(argv=None) -> None:
                              "interest) counts while (partitions - 1) x entries stay below "
                              "this, and gather their own through local maps above (0: always "
                              "local maps; default %(default)s)")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="times each sampler runs in part 1; the median run is reported "
+                             "(default %(default)s)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     _gibbs.WHOLE_COPY_ENTRIES = args.whole_copy_entries
@@ -251,7 +259,8 @@ def main(argv=None) -> None:
           f"`tol=0, max_sweeps={args.sweeps}` (exactly that many sweeps; tomotopy runs the "
           "number of sweeps MiCRO ran); MiCRO's chunk sampled as one chain, in the "
           "partitions of the default `min_partition_work=2**22` and in `n_jobs` partitions "
-          "(`min_partition_work=0`), each number of partitions once; partitions keep whole "
+          "(`min_partition_work=0`), each number of partitions once; each sampler run "
+          f"{args.runs} times, the median run reported; partitions keep whole "
           f"copies of the counts below {args.whole_copy_entries:,} (partitions - 1) x "
           "entries")
     print(f"- part 2: K = {max(args.interests)}, m = {args.m}, {args.threads} numba threads "
@@ -282,12 +291,19 @@ def main(argv=None) -> None:
                 parts = (default_parts if work is None else
                          chain_threads(fitted.support_indptr_, test_users, args.threads, work))
                 if parts not in runs:
-                    runs[parts] = run_micro(fitted, test, work)
+                    # the same chain each time (the same seed): one model kept
+                    model, run_sweeps, profile = run_micro(fitted, test, work)
+                    profiles = [profile] + [run_micro(fitted, test, work)[2]
+                                            for _ in range(args.runs - 1)]
+                    runs[parts] = (model, run_sweeps, _median(profiles, "total"))
             model, ran, _ = runs[default_parts]
             n_assigned = n_e - model.n_unassigned_[1]
             log(f"K={K}: tomotopy ({ran} sweeps)")
-            add_time, init_time, tt_time, tt_cpu, tt_words = run_tomotopy(test, K, ran, beta,
-                                                                  args.seed, args.threads)
+            tomotopy = [dict(zip(("add", "init", "train", "cpu", "words"),
+                                 run_tomotopy(test, K, ran, beta, args.seed, args.threads),
+                                 strict=True)) for _ in range(args.runs)]
+            add_time, init_time, tt_words = (tomotopy[0][key] for key in ("add", "init", "words"))
+            tt_time, tt_cpu = (_median(tomotopy, "train")[key] for key in ("train", "cpu"))
             if tt_words != n_e:
                 log(f"warning: tomotopy holds {tt_words} words, the chunk {n_e}")
             tt_rate = n_e * ran / tt_time
