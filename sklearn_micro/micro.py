@@ -147,9 +147,12 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     n_jobs : int or None, default=None
         Parallel work. The sampler splits a chunk's users into ``n_jobs`` partitions of
         about equal work and samples them at once on threads, each against its own copy
-        of the (item, interest) counts it touches; the copies' changes are merged after
-        every sweep (AD-LDA, Newman et al. 2009). A chunk gets fewer partitions when each
-        would visit fewer than ``min_partition_work`` support entries a sweep.
+        of the (item, interest) counts, and after every sweep each copy takes the other
+        partitions' moves (AD-LDA, Newman et al. 2009). On threads the copies are whole
+        and kept for the chunk's sweeps (up to 2**26 entries in all, 256 MB); above, and
+        on a cluster, a partition gathers the counts it touches at each sweep. A chunk
+        gets fewer partitions when each would visit fewer than ``min_partition_work``
+        support entries a sweep.
         `recommend` ranks users on ``n_jobs`` threads. None means 1 unless in a
         `joblib.parallel_config` context; -1 means all processors. Results are
         deterministic for a given ``random_state``, ``n_jobs`` and
@@ -161,10 +164,14 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     min_partition_work : int >= 0, default=4194304
         The fewest support entries (an engagement times its user's interests) that each
         partition of a chunk visits a sweep: below ``n_jobs`` times this, a chunk is
-        split into fewer partitions, at least one. Below 2**22 a second thread costs more
-        than it saves, so a small chunk is sampled as one chain whatever ``n_jobs`` (for
-        users of 25 interests, below about 170,000 engagements). 0 splits every chunk
-        into ``n_jobs`` partitions, to test the partitioned sampler on small chunks.
+        split into fewer partitions, at least one. By default a chunk of fewer than
+        2 x 2**22 support entries (for users of 25 interests, about 340,000 engagements)
+        is sampled as one chain whatever ``n_jobs``: `sklearn-micro reproduce` then
+        samples it on one thread while the chunk is scored on the others, and the
+        quality tables were run so. On threads alone two partitions pay from much
+        smaller chunks (docs/benchmarks.md): a lower value samples faster, and draws
+        another chain of the same quality. 0 splits every chunk into ``n_jobs``
+        partitions.
     verbose : int, default=0
         Print one line per chunk (sweeps, changed assignments, log-likelihood), and in
         `fit` one line per setting chosen from the training log ("auto", "learned") with
