@@ -7,10 +7,11 @@
    current assignments;
 2. `run_chain`: Gibbs sweeps until the chain has converged. The chunk's users are split
    into partitions (`partition_layout`); each sweep samples every partition against its
-   own copy of the (item, interest) counts (`sample_partition`: on threads a copy of all
-   of them, inside joblib's Dask backend on a cluster's workers, `sklearn_micro._dask`,
-   of those it touches), and merges the partitions' moves after the sweep (AD-LDA,
-   Newman et al. 2009);
+   own copy of the (item, interest) counts and merges the partitions' moves after the
+   sweep (AD-LDA, Newman et al. 2009): on threads in one parallel kernel over whole
+   copies kept for the chunk's sweeps (`sampler.sweep_copies`), or, above
+   `WHOLE_COPY_ENTRIES` and inside joblib's Dask backend on a cluster's workers
+   (`sklearn_micro._dask`), with the counts each partition touches (`sample_partition`);
 3. committing the counts into the model, which `MiCRO` does.
 
 The random stream of a partition's sweep is seeded by (chunk seed, pass, sweep, partition),
