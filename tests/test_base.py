@@ -45,6 +45,18 @@ def test_sorted_contains_answers_like_isin(sorted_values, values):
     assert_array_equal(sorted_contains(a, b), np.isin(b, a))
 
 
+@settings(deadline=None)
+@given(st.lists(st.integers(-50, 50), max_size=80), st.lists(st.integers(-50, 50), max_size=80))
+def test_merge_distinct_is_the_sorted_union(old, new):
+    """Sorted arrays with repeats, shared values or none (the size left exact, or cut)."""
+    from sklearn_micro._kernels.csr import merge_distinct
+
+    a, b = np.sort(np.array(old, np.int64)), np.sort(np.array(new, np.int64))
+    got = merge_distinct(a, b)
+    assert_array_equal(got, np.union1d(a, b))
+    assert got.dtype == np.int64
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2**32 - 1)),
                          max_size=20), min_size=1, max_size=5))

@@ -39,9 +39,9 @@ def append_to_rows(indptr, column, add_indptr, add_column):
 
 
 @njit(cache=True)
-def _merge_pass(old, new, out, fill):
-    """One pass of `merge_distinct`: the number of distinct values, written to ``out``
-    when ``fill``."""
+def _merge_pass(old, new, out):
+    """The distinct values of the sorted ``old`` and ``new``, written to ``out`` in order;
+    returns how many."""
     n = 0
     i = 0
     j = 0
@@ -54,8 +54,7 @@ def _merge_pass(old, new, out, fill):
             value = new[j]
             j += 1
         if n == 0 or value != last:
-            if fill:
-                out[n] = value
+            out[n] = value
             last = value
             n += 1
     return n
@@ -64,10 +63,11 @@ def _merge_pass(old, new, out, fill):
 @njit(cache=True)
 def merge_distinct(old, new):
     """The sorted distinct values of the sorted arrays ``old`` and ``new``: one merge pass
-    to count them, one to write them."""
-    out = np.empty(_merge_pass(old, new, old[:0], False), old.dtype)
-    _merge_pass(old, new, out, True)
-    return out
+    into room for both (exactly their size when they share no value, as `SeenItems`'
+    runs never do; else copied down to the values written)."""
+    out = np.empty(old.shape[0] + new.shape[0], old.dtype)
+    n = _merge_pass(old, new, out)
+    return out if n == out.shape[0] else out[:n].copy()
 
 
 @njit(cache=True)
