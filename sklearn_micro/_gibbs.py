@@ -107,8 +107,9 @@ class Partition:
     The arrays are rebased to the partition: ``engagement_user`` counts from its first user,
     ``entry_ptr`` from its first engagement, ``support_ptr`` from its first support entry,
     and ``entry_of`` indexes ``entries``, the layout's entries that the partition touches;
-    or, where ``entries`` is None, ``entry_of`` is the layout's own map (a view) and the
-    partition samples against a copy of all the chunk's entries.
+    or, where ``entries`` is None, ``entry_of`` is the layout's own map (a view): such
+    partitions are sampled by `sampler.sweep_copies`, against whole copies of the chunk's
+    counts, and of them `run_chain` reads only ``engagements``.
     """
 
     engagements: slice
@@ -214,8 +215,7 @@ def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
 
     The arguments are the partition's arrays (see `Partition`) and the counts at the
     start of the sweep: its users' ``user_count`` and ``z``, ``entry_count`` of its
-    ``entries`` (of all the chunk's entries where ``entries`` is None) and the whole
-    ``interest_count``. None of them is modified, except with
+    ``entries`` and the whole ``interest_count``. None of them is modified, except with
     ``in_place``: then ``z`` and ``user_count``, which belong to the partition's users
     alone, and ``entry_count``, which must be the caller's own copy, are updated where
     they are (on threads: no copy of the chain's arrays). The changes of the (item,
