@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from ._kernels import sampler
 from ._kernels.selection import fill_remainder
+from ._kernels.threshold import ranked_lists
 from ._kernels.topm import group_by_interest, retrieval_phi
 from ._kernels.vocabulary import present_values
 from ._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype, sorted_find
@@ -289,6 +290,16 @@ def grouped_chunk(phi_indptr, phi_item, phi_count, chunk_items, chunk_item_count
             "item_count": item_count, "share": item_count / chunk_item_count.sum(),
             "items": chunk_items[order], "local_of": local_of,
             "popular_order": local_of[popular_order]}
+
+
+def ranked_chunk(chunk: dict) -> dict:
+    """`ranked_lists` of a `grouped_chunk`'s ``phi``, made on its first ranking and kept
+    in it (under ``"ranked"``)."""
+    lists = chunk.get("ranked")
+    if lists is None:
+        lists = chunk["ranked"] = ranked_lists(chunk["phi_indptr"], chunk["phi_item"],
+                                               chunk["phi_count"], chunk["items"].shape[0])
+    return lists
 
 
 def fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk: dict):

@@ -271,6 +271,7 @@ class MiCROOnline:
         chunk = self._grouped_chunk()
         keep = within.holds(chunk["items"])
         entry = keep[chunk["phi_item"]]
+        chunk = {key: value for key, value in chunk.items() if key != "ranked"}
         return {**chunk, "phi_indptr": keep_entries(chunk["phi_indptr"], entry),
                 "phi_item": chunk["phi_item"][entry], "phi_count": chunk["phi_count"][entry],
                 "popular_order": chunk["popular_order"][keep[chunk["popular_order"]]]}

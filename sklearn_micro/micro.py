@@ -22,6 +22,7 @@ from ._held_out import (
 )
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
+from ._kernels.threshold import RANKED_KEYS, threshold_topm
 from ._kernels.topm import mixture_topm, personal_topm
 from ._log import (
     EngagementLog,
@@ -43,6 +44,7 @@ from ._micro_state import (
     main_interests,
     merge_recent,
     popularity_weights,
+    ranked_chunk,
     recent_distributions,
     recent_items,
     training_interests,
@@ -710,14 +712,14 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def _blended(self) -> bool:
         """Whether scores blend the mixture with the personal or popularity terms
-        (`personal_topm`), or are the mixture alone (`mixture_topm`)."""
+        (`threshold_topm`), or are the mixture alone (`mixture_topm`)."""
         return self.personal_weight_ > 0 or self.popularity_weight_ > 0
 
     def _recommend_with_paper(self, users, m: int, *, exclude_seen: bool = False):
         """`recommend_with_paper` where `_ranks_with_paper` holds: the paper's model's
         scores are the interests' part of this model's (the same mixtures, ``phi`` and
-        weights), so `personal_topm` with ``paper=True`` ranks both from one scatter a
-        user. The lists and scores are those of the two `recommend` calls."""
+        weights), so `threshold_topm` with ``paper=True`` ranks both from one reading of a
+        user's lists. The lists and scores are those of the two `recommend` calls."""
         users = self._check_recommend(users, m, exclude_seen)
         if not self._ranks_with_paper():
             raise ValueError(
@@ -758,10 +760,10 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
                             paper=False, history=None, chunk=None, within=None):
         """Top-m of ``(1 - lam_u) * (p_t(i|u) + w * pi_t(i)) + lam_u * r_u(i)`` over the
-        latest chunk's
-        items and the users' recent items (`personal_topm`'s five arrays; the last three,
-        the paper's ranking from the same scatter, are empty without ``paper``); with
-        ``within``, over the items it holds (``chunk``: `_chunk_within`)."""
+        latest chunk's items and the users' recent items (`threshold_topm`'s five arrays;
+        the last three, the paper's ranking read from the same lists, are empty without
+        ``paper``); with ``within``, over the items it holds (``chunk``: `_chunk_within`,
+        ranked by `personal_topm`'s scatter, which needs no lists)."""
         r_ptr, r_item, r_u = self._recent_scores(user_index, history)
         lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
         if within is not None:
@@ -769,12 +771,18 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
             r_ptr, r_item, r_u = keep_entries(r_ptr, keep), r_item[keep], r_u[keep]
         share_weight = popularity_weights(indptr, self.popularity_weight_)
         chunk = self._grouped_chunk() if chunk is None else chunk
+        common = (indptr, k, weight, base, share_weight, lam, r_ptr, r_item, r_u,
+                  chunk["phi_indptr"])
+        tail = (chunk["item_count"], chunk["share"], chunk["items"], self.chunk_items_,
+                chunk["local_of"], chunk["popular_order"], seen[0], seen[1], m)
         with _numba_threads(self.n_jobs) as threads:
-            return personal_topm(
-                indptr, k, weight, base, share_weight, lam, r_ptr, r_item, r_u,
-                chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"], chunk["item_count"],
-                chunk["share"], chunk["items"], self.chunk_items_, chunk["local_of"],
-                chunk["popular_order"], seen[0], seen[1], m, threads, paper=paper)
+            if within is not None:
+                none = np.zeros((0, m), np.int64), np.zeros((0, m)), np.zeros(0, np.int64)
+                return (*personal_topm(*common, chunk["phi_item"], chunk["phi_count"], *tail,
+                                       threads), *none)
+            lists = ranked_chunk(chunk)
+            return threshold_topm(*common, *(lists[key] for key in RANKED_KEYS), *tail,
+                                  threads, paper=paper)
 
     def _rank_mixtures(self, indptr, k, theta, m, seen, *, chunk=None):
         """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal

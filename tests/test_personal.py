@@ -28,6 +28,7 @@ from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans, _held_out, _micro_state
 from sklearn_micro._kernels.selection import CUT_SAMPLE
+from sklearn_micro._kernels.threshold import RANKED_KEYS, ranked_lists, threshold_topm
 from sklearn_micro._kernels.topm import (
     RANGE_ITEMS,
     RANGE_ROWS,
@@ -675,30 +676,44 @@ def grouped_chunk(x, grouped):
 
 
 def check_personal_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
-    """`personal_topm` against a sort of every candidate; with ``paper``, the same lists
-    and `mixture_topm`'s from the same scatter. ``ranges``, a block's rows and a range's
-    items, scatters the chunk range by range (`_block_candidates`) when a range holds
-    fewer items than the chunk."""
+    """`personal_topm` against a sort of every candidate, and `threshold_topm` against
+    it (`check_threshold_topm`). ``ranges``, a block's rows and a range's items, scatters
+    the chunk range by range (`_block_candidates`) when a range holds fewer items than
+    the chunk."""
     phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
     args = (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
             x["r_item"], x["r_w"], x["phi_ptr"], phi_item, phi_cnt, pop, share, local_items,
             x["chunk_items"], local_of, pop_order, x["seen_ptr"], x["seen_items"], x["m"], 2,
             sample)
-    items, scores, *no_paper = personal_topm(*args, False, ranges[1], ranges[0])
-    assert [a.shape[0] for a in no_paper] == [0, 0, 0]
-    both = personal_topm(*args, True, ranges[1], ranges[0])
-    np.testing.assert_array_equal(both[0], items)
-    np.testing.assert_array_equal(both[1], scores)
-    alone = mixture_topm(x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item,
-                         phi_cnt, pop, local_items, x["seen_ptr"], x["seen_items"], x["m"], 2,
-                         sample)
-    for got, want in zip(both[2:], alone, strict=True):
-        np.testing.assert_array_equal(got, want)
+    items, scores = personal_topm(*args, ranges[1], ranges[0])
+    check_threshold_topm(x, grouped, items, scores)
     for r in range(items.shape[0]):
         want = sorted_candidates(x, r, x["lam"][r])[:x["m"]]
         assert items[r, :len(want)].tolist() == [item for item, _, _ in want]
         assert scores[r, :len(want)].tolist() == [s for _, s, _ in want]
         assert (items[r, len(want):] == -1).all()
+
+
+def check_threshold_topm(x, grouped, items, scores):
+    """`threshold_topm` gives `personal_topm`'s ``items`` and ``scores`` to the last bit,
+    and with ``paper`` `mixture_topm`'s lists, scores and counts besides."""
+    phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
+    lists = ranked_lists(x["phi_ptr"], phi_item, phi_cnt, local_items.shape[0])
+    args = (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
+            x["r_item"], x["r_w"], x["phi_ptr"], *(lists[key] for key in RANKED_KEYS), pop,
+            share, local_items, x["chunk_items"], local_of, pop_order, x["seen_ptr"],
+            x["seen_items"], x["m"], 2)
+    alone = mixture_topm(x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item,
+                         phi_cnt, pop, local_items, x["seen_ptr"], x["seen_items"], x["m"], 2)
+    for paper in (False, True):
+        got = threshold_topm(*args, paper=paper)
+        np.testing.assert_array_equal(got[0], items)
+        np.testing.assert_array_equal(got[1], scores)
+        if paper:
+            for a, b in zip(got[2:], alone, strict=True):
+                np.testing.assert_array_equal(a, b)
+        else:
+            assert [a.shape[0] for a in got[2:]] == [0, 0, 0]
 
 
 def check_mixture_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
@@ -732,6 +747,53 @@ def test_personal_topm_equals_a_sort_of_every_candidate(x, sample, grouped, rang
 @given(ranking_inputs(), CUT_SAMPLES, st.booleans(), RANGES)
 def test_mixture_topm_equals_a_sort_of_the_interests_items(x, sample, grouped, ranges):
     check_mixture_topm(x, sample, grouped, ranges)
+
+
+def wide_inputs(seed):
+    """Inputs of the personal kernels with more interests than a 64-bit mask has bits
+    (so that an item's interests share bits, `ranked_lists`), items in one to all of them
+    (the widest get a bitmap, the others are found by bisection or through their own
+    entries), rows of up to 40 interests in any order, weights of many digits (sums that
+    round) and counts that tie."""
+    rng = np.random.default_rng(seed)
+    n_k, n_local = 150, 400
+    chunk_items = np.sort(rng.choice(3 * n_local, n_local, replace=False))
+    degree = np.minimum(n_k, np.ceil(rng.pareto(0.8, n_local)).astype(int) + 1)
+    pairs = [(k, li) for li in range(n_local) for k in rng.choice(n_k, degree[li], False)]
+    k, li = np.array(pairs).T
+    order = np.lexsort((li, k))
+    phi_ptr = np.concatenate([[0], np.cumsum(np.bincount(k, minlength=n_k))]).astype(np.int64)
+    phi_item = li[order].astype(np.int64)
+    phi_cnt = rng.integers(1, 6, phi_item.shape[0]).astype(np.float64)
+    n = 60
+    q_rows = [rng.choice(n_k, rng.integers(0, 41), replace=False) for _ in range(n)]
+    q_ptr = np.concatenate([[0], np.cumsum([len(r) for r in q_rows])]).astype(np.int64)
+    q_k = np.concatenate(q_rows).astype(np.int64)
+    q_w = rng.random(q_k.shape[0]) / 7
+    item_pop = rng.integers(1, 4, n_local).astype(np.float64)
+    r_rows = [np.sort(rng.choice(3 * n_local, rng.integers(0, 6), replace=False))
+              for _ in range(n)]
+    r_ptr = np.concatenate([[0], np.cumsum([len(r) for r in r_rows])]).astype(np.int64)
+    seen_rows = [np.sort(rng.choice(chunk_items, rng.integers(0, 20), replace=False))
+                 for _ in range(n)]
+    seen_ptr = np.concatenate([[0], np.cumsum([len(r) for r in seen_rows])]).astype(np.int64)
+    return dict(q_ptr=q_ptr, q_k=q_k, q_w=q_w, q_base=rng.random(n) / 100,
+                q_share=np.where(np.diff(q_ptr) == 0, 1.0, rng.choice([0.0, 0.3], n)),
+                lam=rng.choice([0.0, 0.2], n), r_ptr=r_ptr,
+                r_item=np.concatenate(r_rows).astype(np.int64),
+                r_w=rng.random(r_ptr[-1]), phi_ptr=phi_ptr, phi_item=phi_item,
+                phi_cnt=phi_cnt, item_pop=item_pop, item_share=item_pop / item_pop.sum(),
+                chunk_items=chunk_items, pop_order=np.lexsort((chunk_items, -item_pop)),
+                seen_ptr=seen_ptr, seen_items=np.concatenate(seen_rows).astype(np.int64),
+                m=int(rng.choice([1, 10, 100, 500])))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_threshold_topm_on_items_of_many_interests(seed):
+    x = wide_inputs(seed)
+    lists = ranked_lists(x["phi_ptr"], x["phi_item"], x["phi_cnt"], 400)
+    assert lists["item_bits"].shape[0] > 0  # some items have a bitmap
+    check_personal_topm(x, CUT_SAMPLE, grouped=seed % 2 == 1)
 
 
 def unlucky_sample_inputs(n_local, m, n_recent):

@@ -15,10 +15,9 @@ in its user's support.
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit, prange
+
+from .prefetch import prefetch
 
 # a sweep asks for the (item, interest) counts of the engagement this many ahead: they are
 # scattered over the chunk's entries, and waiting for each costs more than the draw
@@ -26,26 +25,6 @@ PREFETCH_AHEAD = 16
 # the merge asks for the counts of the engagement this many ahead: few engagements move
 # after the first sweeps, so its requests need a longer reach to be in flight in time
 MOVES_AHEAD = 128
-
-
-@intrinsic
-def _prefetch(typingctx, array, index):
-    """Ask the processor to bring ``array[index]`` into its caches (LLVM's prefetch, for
-    a read with high locality); no effect on any value."""
-
-    def codegen(context, builder, signature, args):
-        values = context.make_array(array)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(context, builder, array, values, [args[1]])
-        byte_pointer = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32]),
-            "llvm.prefetch.p0i8")
-        builder.call(function, [builder.bitcast(pointer, byte_pointer), ir.Constant(i32, 0),
-                                ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return types.void(array, index), codegen
 
 
 @njit(cache=True, nogil=True)
@@ -80,7 +59,7 @@ def _sweep_range(lo, hi, engagement_user, entry_ptr, entry_of, support_ptr, supp
     for e in range(lo, hi):
         if e + PREFETCH_AHEAD < hi:
             for p in range(entry_ptr[e + PREFETCH_AHEAD], entry_ptr[e + PREFETCH_AHEAD + 1]):
-                _prefetch(entry_count, entry_of[p])
+                prefetch(entry_count, entry_of[p])
         u = engagement_user[e]
         s0 = support_ptr[u]
         s = support_ptr[u + 1] - s0
@@ -194,14 +173,14 @@ def _prefetch_engagement(q, order, engagement_user, entry_ptr, entry_of, support
     n = order.shape[0]
     if q + 2 * PREFETCH_AHEAD < n:
         e = order[q + 2 * PREFETCH_AHEAD]
-        _prefetch(engagement_user, e)
-        _prefetch(entry_ptr, e)
+        prefetch(engagement_user, e)
+        prefetch(entry_ptr, e)
     if q + PREFETCH_AHEAD < n:
         e = order[q + PREFETCH_AHEAD]
-        _prefetch(support_ptr, engagement_user[e])
-        _prefetch(entry_of, entry_ptr[e])
+        prefetch(support_ptr, engagement_user[e])
+        prefetch(entry_of, entry_ptr[e])
     if q + PREFETCH_AHEAD // 2 < n:
-        _prefetch(support_interest, support_ptr[engagement_user[order[q + PREFETCH_AHEAD // 2]]])
+        prefetch(support_interest, support_ptr[engagement_user[order[q + PREFETCH_AHEAD // 2]]])
 
 
 @njit(cache=True, parallel=True)
@@ -303,7 +282,7 @@ def count_assignments(engagement_user, entry_ptr, entry_of, support_ptr, support
     for e in range(n):
         if e + PREFETCH_AHEAD < n:
             ahead = e + PREFETCH_AHEAD
-            _prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
+            prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
         s = support_ptr[engagement_user[e]] + z[e]
         user_count[s] += 1
         entry_count[entry_of[entry_ptr[e] + z[e]]] += 1
@@ -320,7 +299,7 @@ def localize(entry_of, n_entries):
     ahead = 4 * PREFETCH_AHEAD
     for p in range(n):
         if p + ahead < n:
-            _prefetch(rank, entry_of[p + ahead])
+            prefetch(rank, entry_of[p + ahead])
         rank[entry_of[p]] = 1
     n_touched = 0
     for c in range(n_entries):
@@ -336,7 +315,7 @@ def localize(entry_of, n_entries):
     local = np.empty(n, np.int32)
     for p in range(n):
         if p + ahead < n:
-            _prefetch(rank, entry_of[p + ahead])
+            prefetch(rank, entry_of[p + ahead])
         local[p] = rank[entry_of[p]]
     return entries, local
 
@@ -365,8 +344,8 @@ def _add_moves_range(entry_count, entry_ptr, entry_of, before, z, lo, hi):
         if e + MOVES_AHEAD < hi:
             ahead = e + MOVES_AHEAD
             if before[ahead] != z[ahead]:
-                _prefetch(entry_count, entry_of[entry_ptr[ahead] + before[ahead]])
-                _prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
+                prefetch(entry_count, entry_of[entry_ptr[ahead] + before[ahead]])
+                prefetch(entry_count, entry_of[entry_ptr[ahead] + z[ahead]])
         a = before[e]
         b = z[e]
         if a != b:

@@ -355,6 +355,37 @@ def _block_capacity(first, last, n_rows, q_ptr, q_k, ranges, n_local):
 
 
 @njit(cache=True)
+def recent_heap(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_local, recent_x,
+                item_pop, item_share, chunk_items, seen_items, lo, hi_seen, hs, hp, hi, m,
+                scratch):
+    """The best m of row r's recent items into the heap ``hs, hp, hi`` (`keep_best`);
+    returns its size. A recent item of the chunk (``recent_local``, `_find_recent`)
+    scores ``(1 - lam) * (base + share_weight * item_share[li] + recent_x) + lam * r_w``
+    (``recent_x``: its interests' score), one outside it ``lam * r_w``; seen items
+    (``seen_items[lo:hi_seen]``) are left out."""
+    keep = 1.0 - lam
+    size = ZERO
+    for p in range(r_ptr[r], r_ptr[r + 1]):
+        li = recent_local[p - r_ptr[r]]
+        if li >= 0:
+            item = chunk_items[li]
+            s = (keep * (base + share_weight * item_share[li] + recent_x[p - r_ptr[r]])
+                 + lam * r_w[p])
+            pop = item_pop[li]
+        else:
+            item = r_item[p]
+            s = lam * r_w[p]
+            pop = 0.0
+        if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
+            continue
+        hs[size] = s
+        hp[size] = pop
+        hi[size] = item
+        size += 1
+    return keep_best(hs, hp, hi, size, m, scratch)
+
+
+@njit(cache=True)
 def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_acc, mark,
                      touched, nt, candidates, n_candidates, recent_local, item_pop,
                      item_share, chunk_items, pop_order, seen_indptr, seen_items, hs, hp, hi,
@@ -378,25 +409,9 @@ def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_acc,
     lo = seen_indptr[r]
     hi_seen = seen_indptr[r + 1]
     keep = 1.0 - lam
-    size = ZERO
-    for p in range(r_ptr[r], r_ptr[r + 1]):
-        li = recent_local[p - r_ptr[r]]
-        if li >= 0:
-            item = chunk_items[li]
-            s = (keep * (base + share_weight * item_share[li] + recent_acc[p - r_ptr[r]])
-                 + lam * r_w[p])
-            pop = item_pop[li]
-        else:
-            item = r_item[p]
-            s = lam * r_w[p]
-            pop = 0.0
-        if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
-            continue
-        hs[size] = s
-        hp[size] = pop
-        hi[size] = item
-        size += 1
-    size = keep_best(hs, hp, hi, size, m, scratch)
+    size = recent_heap(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_local,
+                       recent_acc, item_pop, item_share, chunk_items, seen_items, lo,
+                       hi_seen, hs, hp, hi, m, scratch)
     n_recent = r_ptr[r + 1] - r_ptr[r]
     _scale_scores(touched, nt, keep, base, share_weight, item_share, sc)
     size = _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
@@ -447,10 +462,9 @@ def max_row_length(indptr):
 def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                   phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items, sorted_items,
                   local_of, pop_order, seen_indptr, seen_items, m, n_threads,
-                  sample=CUT_SAMPLE, paper=False, range_items=RANGE_ITEMS,
-                  range_rows=RANGE_ROWS):
+                  sample=CUT_SAMPLE, range_items=RANGE_ITEMS, range_rows=RANGE_ROWS):
     """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` for each query row r,
-    and with ``paper`` the top m of the interests' own score for the same rows.
+    from a scatter of every entry of the row's interests.
 
     ``p(i) = q_base[r] + q_share[r] * item_share[li] + sum_k q_w[k] * phi_cnt[k, li]`` for
     an item of the latest chunk (local index ``li``, global ``chunk_items[li]``; the same
@@ -466,13 +480,9 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     Seen items (``seen_items[seen_indptr[r]:seen_indptr[r+1]]``, sorted global indices) are
     left out. Ties go to the more popular item (``item_pop``; 0 outside the chunk), then the
     lower index. Returns global item indices and scores, padded with -1 and -inf.
-    ``sample`` is `mixture_topm`'s.
-
-    With ``paper``, each row's scattered scores serve a second ranking before the first:
-    `mixture_topm`'s on the same arrays (``q_base[r] + sum_k q_w[k] * phi_cnt[k, li]`` over
-    the interests' items alone, no recent items, no ``item_share``), which is the paper's
-    model's when it shares this ``phi`` (`MiCRO.paper_model` with ``phi_decay_`` 0). The
-    scatter, a row's main cost on a large chunk, is then paid once for both.
+    ``sample`` is `mixture_topm`'s. `threshold.threshold_topm` gives the same lists and
+    scores reading the head of each interest's list only; this scatter serves a chunk
+    narrowed to some items (`MiCRO.recommend`'s ``allow``), for which no lists are kept.
 
     A chunk of more than ``range_items`` items is scattered range by range of items, a
     block of ``range_rows`` rows at a time (`_block_candidates`); each interest's entries
@@ -482,20 +492,11 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
     Returns
     -------
     items, scores : ndarray of shape (n, m)
-    paper_items, paper_scores : ndarray of shape (n, m), or (0, m) without ``paper``
-        `mixture_topm`'s lists and scores.
-    paper_filled : ndarray of shape (n,), or (0,) without ``paper``
-        `mixture_topm`'s count of filled slots, for `fill_remainder`.
     """
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
     items = np.full((n, m), -1, np.int64)
     scores = np.full((n, m), -np.inf)
-    n_paper = n if paper else 0
-    paper_items = np.full((n_paper, m), -1, np.int64)
-    paper_scores = np.full((n_paper, m), -np.inf)
-    paper_filled = np.zeros(n_paper, np.int64)
-    no_mark = np.zeros(0, np.uint8)
     ranges = _range_pointers(phi_ptr, phi_item, n_local, range_items)
     n_rows = max(1, range_rows) if ranges.shape[0] > 2 else 1
     n_blocks = max(1, min(n, n_threads))
@@ -520,7 +521,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
         for r0 in range(first, last, n_rows):
             r1 = min(last, r0 + n_rows)
             # the block's candidates and their interests' scores, read once from ``acc``
-            # (set back to 0 on the way); both rankings then read them in order
+            # (set back to 0 on the way)
             _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr,
                               r_item, sorted_items, local_of, acc, touched, cand_start,
                               cand_end, cand_item, cand_score, recent_local, recent_acc)
@@ -529,13 +530,6 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                 nt = cand_end[i] - cand_start[i]
                 cand = cand_item[cand_start[i]:cand_end[i]]
                 sc = cand_score[cand_start[i]:cand_end[i]]
-                if paper:
-                    # `mixture_topm`'s row from the same scores (recent items are not
-                    # marked for it); ``sc`` stays for the ranking below
-                    paper_filled[r] = _mixture_select(r, cand, sc, nt, q_base, item_pop,
-                                                      chunk_items, seen_indptr, seen_items, m,
-                                                      sample, no_mark, hs, hp, hi, scratch,
-                                                      paper_items[r], paper_scores[r])
                 _mark_recent(r, r_ptr, recent_local[i], mark, np.uint8(2))
                 size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
                                         recent_acc[i], mark, cand, nt, cand, nt,
@@ -544,7 +538,7 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                                         scratch, m, sample)
                 _mark_recent(r, r_ptr, recent_local[i], mark, np.uint8(0))
                 drain(hs, hp, hi, size, items[r], scores[r], 0.0)
-    return items, scores, paper_items, paper_scores, paper_filled
+    return items, scores
 
 
 @njit(cache=True, parallel=True)

@@ -1,0 +1,121 @@
+"""How fast MiCRO ranks a test chunk's users at a run's scale: each interest's list read
+from the highest count down (`threshold_topm`, what `recommend` runs) against a scatter
+of every entry of the users' interests (`personal_topm` and `mixture_topm`).
+
+Loads MiCRO's fitted state and the log of a ``sklearn-micro reproduce --out DIR`` run
+(``DIR/checkpoints``), takes the first test chunk into the model as the rolling evaluation
+does, and ranks ``--users`` users of the next test chunk for both of the evaluation's rows
+(`MiCRO.recommend_with_paper`'s two lists, m = 100) with each method, on the arrays
+`recommend_with_paper` hands the ranking. Prints the least cpu and wall seconds of
+``--repeat`` calls of each (interleaved), microseconds of cpu per user, the ratio, and
+checks that the lists and scores agree to the last bit.
+
+    sklearn-micro reproduce --preset follow --scale 0.05 --dim 128 --out follow-0.05
+    python benchmarks/ranking.py follow-0.05 --users 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+from _harness import header  # noqa: E402
+
+import sklearn_micro.micro as micro_module  # noqa: E402
+from sklearn_micro._kernels.threshold import RANKED_KEYS  # noqa: E402
+from sklearn_micro._kernels.topm import mixture_topm, personal_topm  # noqa: E402
+from sklearn_micro.experiment import iter_chunks, load_checkpoint, split_chunks  # noqa: E402
+
+M = 100
+
+
+def captured_arguments(out: Path, n_users: int, seed: int):
+    """The model after the first test chunk, and the arguments `threshold_topm` gets for
+    ``n_users`` users of the next test chunk (one `recommend_with_paper` call)."""
+    checkpoints = out / "checkpoints"
+    log = load_checkpoint(checkpoints / "load.pkl")[0]
+    train_chunks = json.loads((checkpoints / "config.json").read_text())["train_chunks"]
+    _, test = split_chunks(log, int(train_chunks))
+    model = load_checkpoint(checkpoints / "MiCRO fit.pkl")
+    chunks = [rows for _, rows in iter_chunks(test.chunk)]
+    model.partial_fit(test.take(chunks[0]))
+    users = np.unique(test.take(chunks[1]).user)
+    users = np.random.default_rng(seed).choice(users, min(n_users, users.size), replace=False)
+    seen = {}
+    original = micro_module.threshold_topm
+
+    def spy(*args, **kwargs):
+        seen["args"], seen["kwargs"] = args, kwargs
+        return original(*args, **kwargs)
+
+    micro_module.threshold_topm = spy
+    try:
+        model.recommend_with_paper(users, M)
+    finally:
+        micro_module.threshold_topm = original
+    return model, seen["args"], seen["kwargs"]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="a reproduce run's --out directory")
+    parser.add_argument("--users", type=int, default=50_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    header("benchmarks/ranking.py", vars(args))
+    model, call, kwargs = captured_arguments(args.out, args.users, args.seed)
+    chunk = model._grouped_chunk()
+    (q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr), rest = \
+        call[:10], call[10 + len(RANKED_KEYS):]
+    pop, share, items, sorted_items, local_of, pop_order, seen_ptr, seen_items, m, threads \
+        = rest
+    phi_item, phi_cnt = chunk["phi_item"], chunk["phi_count"]
+    entries = np.diff(phi_ptr)[q_k]
+    print(f"{q_ptr.size - 1:,} users, {np.diff(q_ptr).mean():.1f} interests and "
+          f"{entries.sum() / (q_ptr.size - 1):,.0f} entries of them a user; chunk of "
+          f"{items.size:,} items, {phi_item.size:,} entries, K = {phi_ptr.size - 1:,}; "
+          f"{threads} threads")
+
+    def threshold():
+        return micro_module.threshold_topm(*call, **kwargs)
+
+    def scatter():
+        blended = personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
+                                phi_ptr, phi_item, phi_cnt, pop, share, items, sorted_items,
+                                local_of, pop_order, seen_ptr, seen_items, m, threads)
+        paper = mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, pop, items,
+                             seen_ptr, seen_items, m, threads)
+        return (*blended, *paper)
+
+    lists = chunk["ranked"]
+    nbytes = sum(lists[key].nbytes for key in RANKED_KEYS)
+    print(f"the lists: {nbytes / 2**20:.0f} MiB, {nbytes / phi_item.size:.0f} bytes an entry "
+          f"(made once a chunk, on its first ranking)")
+    got = {"threshold": threshold(), "scatter": scatter()}  # compiled, and checked
+    for a, b in zip(got["threshold"], got["scatter"], strict=True):
+        np.testing.assert_array_equal(a, b)
+    best = {name: (np.inf, np.inf) for name in got}
+    for _ in range(args.repeat):
+        for name, run in (("threshold", threshold), ("scatter", scatter)):
+            cpu, wall = time.process_time(), time.perf_counter()
+            run()
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            best[name] = (min(best[name][0], cpu), min(best[name][1], wall))
+    n = q_ptr.size - 1
+    print("\n| method | cpu s | wall s | cpu us a user |\n|---|---:|---:|---:|")
+    for name, (cpu, wall) in best.items():
+        print(f"| {name} | {cpu:.2f} | {wall:.2f} | {cpu / n * 1e6:.0f} |")
+    print(f"\nthe scatter takes {best['scatter'][0] / best['threshold'][0]:.2f}x the "
+          f"threshold's cpu time; the lists and scores are the same to the last bit")
+
+
+if __name__ == "__main__":
+    main()
