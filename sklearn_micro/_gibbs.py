@@ -6,7 +6,7 @@
    entries they may touch, in one `ChunkLayout`, with the counts `ChainCounts` of the
    current assignments;
 2. `run_chain`: Gibbs sweeps until the chain has converged. The chunk's users are split
-   into partitions (`partition_layout`); each sweep samples every partition against its
+   into partitions (`partition_cuts`); each sweep samples every partition against its
    own copy of the (item, interest) counts and merges the partitions' moves after the
    sweep (AD-LDA, Newman et al. 2009): on threads in one parallel kernel over whole
    copies kept for the chunk's sweeps (`sampler.sweep_copies`), or, above
@@ -33,8 +33,8 @@ from ._kernels import numba_threads, sampler
 from ._parallel import active_client
 
 __all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "chain_threads",
-           "n_partitions", "partition_layout", "partitions_for", "run_chain",
-           "sample_partition"]
+           "n_partitions", "partition_cuts", "partition_layout", "partitions_for",
+           "partitions_of", "run_chain", "sample_partition"]
 
 # the chain has converged when the mean log-likelihood of the last WINDOW sweeps improves on
 # the WINDOW sweeps before by less than tol, relative to its magnitude
@@ -106,10 +106,9 @@ class Partition:
 
     The arrays are rebased to the partition: ``engagement_user`` counts from its first user,
     ``entry_ptr`` from its first engagement, ``support_ptr`` from its first support entry,
-    and ``entry_of`` indexes ``entries``, the layout's entries that the partition touches;
-    or, where ``entries`` is None, ``entry_of`` is the layout's own map (a view): such
-    partitions are sampled by `sampler.sweep_copies`, against whole copies of the chunk's
-    counts, and of them `run_chain` reads only ``engagements``.
+    and ``entry_of`` indexes ``entries``, the layout's entries that the partition touches.
+    Partitions sampled against whole copies of the chunk's counts (`sampler.sweep_copies`)
+    need none of this: their engagements' bounds (`partition_cuts`) serve.
     """
 
     engagements: slice
@@ -118,7 +117,7 @@ class Partition:
     entry_ptr: np.ndarray
     entry_of: np.ndarray
     support_ptr: np.ndarray
-    entries: np.ndarray | None
+    entries: np.ndarray
 
 
 def build_layout(engagement_user, engagement_item, support_ptr, support_interest,
@@ -167,19 +166,15 @@ def build_layout(engagement_user, engagement_item, support_ptr, support_interest
 WHOLE_COPY_ENTRIES = 1 << 26
 
 
-def partition_layout(layout: ChunkLayout, n_partitions: int, *,
-                     local: bool = True) -> list[Partition]:
+def partition_cuts(layout: ChunkLayout, n_partitions: int) -> list[tuple[int, ...]]:
     """Split the layout's users into up to ``n_partitions`` contiguous ranges of about equal
-    sampling work (support entries visited per sweep). With ``local``, each partition maps
-    its engagements into the entries it touches (``entries``); without, it keeps the
-    layout's map and ``entries`` is None."""
+    sampling work (support entries visited per sweep), cut at users. Returns each range's
+    ``(u_lo, u_hi, e_lo, e_hi, p_lo, p_hi)``: its users, engagements and positions in
+    ``entry_of``."""
     n = layout.n_engagements
     n_users = layout.support_ptr.shape[0] - 1
     if n_partitions <= 1 or n == 0:
-        return [Partition(slice(0, n), slice(0, int(layout.support_ptr[-1])),
-                          layout.engagement_user, layout.entry_ptr, layout.entry_of,
-                          layout.support_ptr,
-                          np.arange(layout.n_entries) if local else None)]
+        return [(0, n_users, 0, n, 0, int(layout.entry_ptr[-1]))]
     # cut at users: the first engagement of the user where the cumulative work passes j/n
     work = layout.entry_ptr
     targets = work[-1] * np.arange(1, n_partitions) / n_partitions
@@ -192,11 +187,27 @@ def partition_layout(layout: ChunkLayout, n_partitions: int, *,
         e_lo, e_hi = int(first_of_user[j]), int(first_of_user[j + 1])
         ranges.append((int(u_lo), int(u_hi), e_lo, e_hi, int(layout.entry_ptr[e_lo]),
                        int(layout.entry_ptr[e_hi])))
+    return ranges
+
+
+def partition_layout(layout: ChunkLayout, n_partitions: int) -> list[Partition]:
+    """The partitions of `partition_cuts`, each with its arrays rebased to its own users
+    and engagements and its engagements mapped into the entries it touches
+    (``entries``)."""
+    return partitions_of(layout, partition_cuts(layout, n_partitions))
+
+
+def partitions_of(layout: ChunkLayout, ranges: list[tuple[int, ...]]) -> list[Partition]:
+    """`partition_layout` of the ranges `partition_cuts` gave."""
+    if len(ranges) == 1:
+        n = layout.n_engagements
+        return [Partition(slice(0, n), slice(0, int(layout.support_ptr[-1])),
+                          layout.engagement_user, layout.entry_ptr, layout.entry_of,
+                          layout.support_ptr, np.arange(layout.n_entries))]
 
     def part(u_lo, u_hi, e_lo, e_hi, p_lo, p_hi):
         # `localize` releases the GIL: the partitions' maps are made on threads at once
-        entries, entry_of = (sampler.localize(layout.entry_of[p_lo:p_hi], layout.n_entries)
-                             if local else (None, layout.entry_of[p_lo:p_hi]))
+        entries, entry_of = sampler.localize(layout.entry_of[p_lo:p_hi], layout.n_entries)
         s_lo, s_hi = int(layout.support_ptr[u_lo]), int(layout.support_ptr[u_hi])
         return Partition(
             slice(e_lo, e_hi), slice(s_lo, s_hi),
@@ -296,15 +307,14 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
     n = n_partitions(layout, n_jobs, min_partition_work)
     client = active_client() if n > 1 else None
     whole = client is None and (n - 1) * layout.n_entries <= WHOLE_COPY_ENTRIES
-    # one partition samples the layout in place and needs no map of its own
-    partitions = partition_layout(layout, n, local=n > 1 and not whole)
+    cuts = partition_cuts(layout, n)
     trace: list[float] = []
     # the log-likelihood's parallel sum takes as many threads as there are partitions: a
     # chunk sampled as one chain gives the n_jobs=1 chain to the last bit
-    with numba_threads(min(numba.get_num_threads(), len(partitions))), \
-            _sweeps(layout, partitions, counts, z, client, beta, i_beta) as sweep:
+    with numba_threads(min(numba.get_num_threads(), len(cuts))), \
+            _sweeps(layout, cuts, whole, counts, z, client, beta, i_beta) as sweep:
         for s in range(max_sweeps):
-            sweep([sweep_seed(chunk_seed, pass_, s, p) for p in range(len(partitions))])
+            sweep([sweep_seed(chunk_seed, pass_, s, p) for p in range(len(cuts))])
             trace.append(sampler.chunk_log_likelihood(
                 layout.support_prior, counts.user_count, counts.entry_count,
                 counts.interest_count, beta, i_beta))
@@ -314,22 +324,23 @@ def run_chain(layout: ChunkLayout, counts: ChainCounts, z: np.ndarray, *, beta: 
 
 
 @contextmanager
-def _sweeps(layout: ChunkLayout, partitions: list[Partition], counts: ChainCounts,
-            z: np.ndarray, client, beta: float, i_beta: float):
-    """Yields ``sweep(seeds)``, one sweep of the chain in its partitions, a seed each,
-    which updates ``counts`` and ``z`` in place (see `run_chain`): partitions without
-    maps of their own (``entries`` None) are sampled against whole copies."""
-    if len(partitions) == 1:
+def _sweeps(layout: ChunkLayout, cuts: list[tuple[int, ...]], whole: bool,
+            counts: ChainCounts, z: np.ndarray, client, beta: float, i_beta: float):
+    """Yields ``sweep(seeds)``, one sweep of the chain in the partitions of ``cuts``
+    (`partition_cuts`), a seed each, which updates ``counts`` and ``z`` in place (see
+    `run_chain`): one partition samples the layout in place, several against ``whole``
+    copies of the counts or the partitions' own (`partitions_of`)."""
+    if len(cuts) == 1:
         yield lambda seeds: sampler.sweep_partition(
             seeds[0], layout.engagement_user, layout.entry_ptr, layout.entry_of,
             layout.support_ptr, layout.support_interest, layout.support_prior,
             counts.user_count, counts.entry_count, counts.interest_count, z, beta, i_beta)
         return
-    if partitions[0].entries is None:
-        bounds = np.array([0] + [part.engagements.stop for part in partitions], np.int64)
+    if whole:
+        bounds = np.array([0] + [cut[3] for cut in cuts], np.int64)
         # the first partition samples the chain's own counts, the others whole copies of
         # them, which stay equal to the chain's after each sweep's merge
-        copies = np.empty((len(partitions) - 1, layout.n_entries), np.int32)
+        copies = np.empty((len(cuts) - 1, layout.n_entries), np.int32)
         copies[:] = counts.entry_count
         before = np.empty_like(z)
         yield lambda seeds: sampler.sweep_copies(
@@ -338,6 +349,7 @@ def _sweeps(layout: ChunkLayout, partitions: list[Partition], counts: ChainCount
             layout.support_prior, counts.user_count, counts.entry_count, copies,
             counts.interest_count, z, before, beta, i_beta)
         return
+    partitions = partitions_of(layout, cuts)
     with _partition_sweeps(layout, partitions, client) as sweep_partitions:
         def sweep(seeds):
             before = z.copy()

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import MiCRO, SphericalKMeans
-from sklearn_micro._gibbs import build_layout, partition_layout, run_chain
+from sklearn_micro._gibbs import build_layout, partition_cuts, partition_layout, run_chain
 from sklearn_micro.utils.estimator_checks import FixedEmbedder, make_log, recommender_checks
 
 TRAIN = np.array([
@@ -373,13 +373,13 @@ def test_partitions_cover_the_chunk_once(case, n_jobs):
         assert not np.isin(users, np.concatenate([[-1], *others])).any()
         lo, hi = layout.entry_ptr[p.engagements.start], layout.entry_ptr[p.engagements.stop]
         np.testing.assert_array_equal(p.entries[p.entry_of], layout.entry_of[lo:hi])
-    # without local maps, the same ranges, each keeping the layout's map
-    whole = partition_layout(layout, n_jobs, local=False)
-    assert [p.engagements for p in whole] == [p.engagements for p in parts]
-    for p in whole:
-        lo, hi = layout.entry_ptr[p.engagements.start], layout.entry_ptr[p.engagements.stop]
-        assert p.entries is None
-        np.testing.assert_array_equal(p.entry_of, layout.entry_of[lo:hi])
+    # the cuts the whole copies are sampled in are the same ranges
+    cuts = partition_cuts(layout, n_jobs)
+    assert [slice(c[2], c[3]) for c in cuts] == [p.engagements for p in parts]
+    for u_lo, u_hi, e_lo, e_hi, p_lo, p_hi in cuts:
+        assert (p_lo, p_hi) == (layout.entry_ptr[e_lo], layout.entry_ptr[e_hi])
+        assert (layout.engagement_user[e_lo:e_hi] >= u_lo).all()
+        assert (layout.engagement_user[e_lo:e_hi] < u_hi).all()
 
 
 @st.composite
@@ -505,21 +505,27 @@ def test_partitions_on_threads_draw_alike_with_whole_or_local_counts(monkeypatch
     users = np.sort(rng.integers(0, n_users, 600))
     case = (K, supports, users, rng.integers(0, 60, 600), seed)
     chains, kinds = [], []
-    real = gibbs.partition_layout
+    real_cuts, real_layout = gibbs.partition_cuts, gibbs.partitions_of
 
-    def spy(layout, n, **kw):
-        parts = real(layout, n, **kw)
-        kinds.append((len(parts), {p.entries is None for p in parts}))
-        return parts
+    def spy_cuts(layout, n):
+        cuts = real_cuts(layout, n)
+        kinds.append(len(cuts))
+        return cuts
 
-    monkeypatch.setattr(gibbs, "partition_layout", spy)
+    def spy_layout(layout, cuts):
+        kinds.append("local maps")
+        return real_layout(layout, cuts)
+
+    monkeypatch.setattr(gibbs, "partition_cuts", spy_cuts)
+    monkeypatch.setattr(gibbs, "partitions_of", spy_layout)
     for limit in (gibbs.WHOLE_COPY_ENTRIES, 0):
         monkeypatch.setattr(gibbs, "WHOLE_COPY_ENTRIES", limit)
         layout, counts, z, _ = _layout_of(case)
         run_chain(layout, counts, z, beta=0.1, max_sweeps=4, tol=0, chunk_seed=seed,
                   n_jobs=3, min_partition_work=0)
         chains.append((z, counts))
-    assert kinds == [(3, {True}), (3, {False})]  # whole copies, then local maps
+    # whole copies (the cuts alone), then local maps (the partitions' own arrays)
+    assert kinds == [3, 3, "local maps"]
     (z_whole, whole), (z_local, local) = chains
     np.testing.assert_array_equal(z_whole, z_local)
     for name in ("user_count", "entry_count", "interest_count"):
@@ -534,13 +540,13 @@ def test_small_chunks_are_sampled_as_one_chain(monkeypatch):
 
     train, interests, chunk, _ = _generated()
     layout_work = {}
-    real = gibbs.partition_layout
+    real = gibbs.partition_cuts
 
-    def spy(layout, n, **kw):
+    def spy(layout, n):
         layout_work[n] = int(layout.entry_ptr[-1])
-        return real(layout, n, **kw)
+        return real(layout, n)
 
-    monkeypatch.setattr(gibbs, "partition_layout", spy)
+    monkeypatch.setattr(gibbs, "partition_cuts", spy)
     assert MiCRO().min_partition_work == 1 << 22
     models = [MiCRO(random_state=3, n_jobs=n_jobs, max_sweeps=12).fit(
         train, item_interest=interests).partial_fit(chunk) for n_jobs in (1, 2)]
@@ -590,14 +596,14 @@ def test_partitions_draw_independent_streams(monkeypatch):
 
     train, interests, chunk = _mirrored_groups()
     cuts = []
-    real = gibbs.partition_layout
+    real = gibbs.partition_cuts
 
-    def spy(layout, n, **kw):
-        parts = real(layout, n, **kw)
-        cuts.append([p.engagements for p in parts])
-        return parts
+    def spy(layout, n):
+        ranges = real(layout, n)
+        cuts.append([slice(r[2], r[3]) for r in ranges])
+        return ranges
 
-    monkeypatch.setattr(gibbs, "partition_layout", spy)
+    monkeypatch.setattr(gibbs, "partition_cuts", spy)
     model = MiCRO(alpha=0.5, beta=0.1, personal=0, popularity=0, phi_decay=0, max_sweeps=40, tol=0,
                   n_jobs=2, min_partition_work=0, random_state=0)
     model.fit(train, item_interest=interests).partial_fit(chunk)
