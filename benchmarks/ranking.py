@@ -6,8 +6,10 @@ Loads MiCRO's fitted state and the log of a ``sklearn-micro reproduce --out DIR`
 (``DIR/checkpoints``), takes the first test chunk into the model as the rolling evaluation
 does, and ranks ``--users`` users of the next test chunk for both of the evaluation's rows
 (`MiCRO.recommend_with_paper`'s two lists, m = 100) with each method, on the arrays
-`recommend_with_paper` hands the ranking. Prints the least cpu and wall seconds of
-``--repeat`` calls of each (interleaved), microseconds of cpu per user, the ratio, and
+`recommend_with_paper` hands the ranking; then the paper's ranking alone (what the
+paper's model, ``MiCRO(personal=0, popularity=0)``, runs), `threshold_topm` without its
+blended list against `mixture_topm`. Prints the least cpu and wall seconds of
+``--repeat`` calls of each (interleaved), microseconds of cpu per user, the ratios, and
 checks that the lists and scores agree to the last bit.
 
     sklearn-micro reproduce --preset follow --scale 0.05 --dim 128 --out follow-0.05
@@ -87,24 +89,33 @@ def main(argv=None):
     def threshold():
         return micro_module.threshold_topm(*call, **kwargs)
 
+    def paper_scatter():
+        return mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, pop, items,
+                            seen_ptr, seen_items, m, threads)
+
     def scatter():
         blended = personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
                                 phi_ptr, phi_item, phi_cnt, pop, share, items, sorted_items,
                                 local_of, pop_order, seen_ptr, seen_items, m, threads)
-        paper = mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, pop, items,
-                             seen_ptr, seen_items, m, threads)
-        return (*blended, *paper)
+        return (*blended, *paper_scatter())
+
+    def paper_threshold():
+        return micro_module.threshold_topm(*call, paper=True, blended=False)[2:]
 
     lists = chunk["ranked"]
     nbytes = sum(lists[key].nbytes for key in RANKED_KEYS)
     print(f"the lists: {nbytes / 2**20:.0f} MiB, {nbytes / phi_item.size:.0f} bytes an entry "
           f"(made once a chunk, on its first ranking)")
-    got = {"threshold": threshold(), "scatter": scatter()}  # compiled, and checked
-    for a, b in zip(got["threshold"], got["scatter"], strict=True):
-        np.testing.assert_array_equal(a, b)
+    runs = {"threshold": threshold, "scatter": scatter,
+            "paper's alone: threshold": paper_threshold, "paper's alone: scatter": paper_scatter}
+    got = {name: run() for name, run in runs.items()}  # compiled, and checked
+    for first, second in (("threshold", "scatter"),
+                          ("paper's alone: threshold", "paper's alone: scatter")):
+        for a, b in zip(got[first], got[second], strict=True):
+            np.testing.assert_array_equal(a, b)
     best = {name: (np.inf, np.inf) for name in got}
     for _ in range(args.repeat):
-        for name, run in (("threshold", threshold), ("scatter", scatter)):
+        for name, run in runs.items():
             cpu, wall = time.process_time(), time.perf_counter()
             run()
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -113,9 +124,10 @@ def main(argv=None):
     print("\n| method | cpu s | wall s | cpu us a user |\n|---|---:|---:|---:|")
     for name, (cpu, wall) in best.items():
         print(f"| {name} | {cpu:.2f} | {wall:.2f} | {cpu / n * 1e6:.0f} |")
+    alone = best["paper's alone: scatter"][0] / best["paper's alone: threshold"][0]
     print(f"\nthe scatter takes {best['scatter'][0] / best['threshold'][0]:.2f}x the "
-          f"threshold's cpu time; the lists and scores are the same to the last bit")
-
+          f"threshold's cpu time for both rows, {alone:.2f}x for the paper's alone; the "
+          "lists and scores are the same to the last bit")
 
 if __name__ == "__main__":
     main()

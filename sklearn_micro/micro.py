@@ -646,7 +646,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def _recommend(self, user_index, m, seen, history=None, *, within=None):
         indptr, k, theta = self._mixtures(user_index, history)
-        chunk = self._grouped_chunk() if within is None else self._chunk_within(within)
+        chunk = None if within is None else self._chunk_within(within)
         if self._blended():
             weight, base = interest_weights(indptr, k, theta, self.beta,
                                              LatestChunk.of(self))
@@ -786,13 +786,25 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def _rank_mixtures(self, indptr, k, theta, m, seen, *, chunk=None):
         """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal
-        component), the remaining slots filled by popularity (``chunk``: the latest
-        chunk as `_grouped_chunk` or `_chunk_within` gives it)."""
+        component), the remaining slots filled by popularity: over the latest chunk
+        (`_grouped_chunk`) by `threshold_topm`'s lists, or over ``chunk`` (`_chunk_within`)
+        by `mixture_topm`'s scatter."""
         weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
-        chunk = self._grouped_chunk() if chunk is None else chunk
         with _numba_threads(self.n_jobs) as threads:
-            items, scores, n_filled = mixture_topm(
-                indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
-                chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1], m,
-                threads)
+            if chunk is None:
+                chunk = self._grouped_chunk()
+                lists = ranked_chunk(chunk)
+                n = indptr.shape[0] - 1
+                *_, items, scores, n_filled = threshold_topm(
+                    indptr, k, weight, base, np.zeros(n), np.zeros(n), np.zeros(n + 1, np.int64),
+                    np.empty(0, np.int64), np.empty(0), chunk["phi_indptr"],
+                    *(lists[key] for key in RANKED_KEYS), chunk["item_count"], chunk["share"],
+                    chunk["items"], self.chunk_items_, chunk["local_of"],
+                    chunk["popular_order"], seen[0], seen[1], m, threads, paper=True,
+                    blended=False)
+            else:
+                items, scores, n_filled = mixture_topm(
+                    indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
+                    chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1],
+                    m, threads)
         return fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)

@@ -696,7 +696,8 @@ def check_personal_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
 
 def check_threshold_topm(x, grouped, items, scores):
     """`threshold_topm` gives `personal_topm`'s ``items`` and ``scores`` to the last bit,
-    and with ``paper`` `mixture_topm`'s lists, scores and counts besides."""
+    and with ``paper`` `mixture_topm`'s lists, scores and counts besides (or alone,
+    without ``blended``)."""
     phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
     lists = ranked_lists(x["phi_ptr"], phi_item, phi_cnt, local_items.shape[0])
     args = (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
@@ -714,6 +715,11 @@ def check_threshold_topm(x, grouped, items, scores):
                 np.testing.assert_array_equal(a, b)
         else:
             assert [a.shape[0] for a in got[2:]] == [0, 0, 0]
+    # the paper's ranking alone
+    got = threshold_topm(*args, paper=True, blended=False)
+    assert [a.shape[0] for a in got[:2]] == [0, 0]
+    for a, b in zip(got[2:], alone, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def check_mixture_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):

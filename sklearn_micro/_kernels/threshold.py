@@ -140,10 +140,11 @@ def interest_score(li, lo, hi, q0, q1, q_k, q_w, slot, item_kc, bits_of, item_bi
 def _read_lists(r, q_ptr, q_k, q_w, phi_ptr, desc_item, desc_cnt, desc_mask,
                 item_ptr, item_kc, bits_of, item_bits, item_flat, keep, base, share_weight,
                 share_max, mark, visited, read, item_pop, item_share, chunk_items, seen_items,
-                lo, hi_seen, m, pos, slot, row_mask, tq, tv, hs, hp, hi, size, paper, ps, pp,
-                pi, psize):
+                lo, hi_seen, m, pos, slot, row_mask, tq, tv, hs, hp, hi, size, blended, paper,
+                ps, pp, pi, psize):
     """Row r's interests' items read in decreasing ``q_w[k] * count`` into the heaps
-    ``hs, hp, hi`` (the blended score; recent items, marked 2, left out) and, with
+    ``hs, hp, hi`` (with ``blended``: the blended score; recent items, marked 2, left out)
+    and, with
     ``paper``, ``ps, pp, pi`` (the interests' score alone), until neither can take an item
     not read yet. Returns both sizes and the number of items listed in ``read`` and marked
     in ``visited`` (left for the caller to clear): those that may lie in more than one of
@@ -185,8 +186,8 @@ def _read_lists(r, q_ptr, q_k, q_w, phi_ptr, desc_item, desc_cnt, desc_mask,
             e = pos[best]
             v = w * desc_cnt[e]
             bound = (others + v) * room
-            blended_open = (size < m
-                            or keep * (base + share_weight * share_max + bound) >= hs[0])
+            blended_open = blended and (
+                size < m or keep * (base + share_weight * share_max + bound) >= hs[0])
             paper_open = paper and (psize < m or bound >= ps[0])
             if not blended_open and not paper_open:
                 return size, psize, n_read
@@ -228,11 +229,40 @@ def _read_lists(r, q_ptr, q_k, q_w, phi_ptr, desc_item, desc_cnt, desc_mask,
     return size, psize, n_read
 
 
+@njit(cache=True)
+def _other_items(r, keep, base, share_weight, q0, q1, q_k, q_w, slot, item_ptr, item_kc,
+                 bits_of, item_bits, tq, tv, mark, item_pop, item_share, chunk_items,
+                 pop_order, seen_items, lo, hi_seen, m, hs, hp, hi, size, out_items,
+                 out_scores):
+    """Complete row r's blended heap of ``size`` with the chunk's items outside its
+    interests, in popularity order while they can enter (the items of its interests were
+    all offered, or cannot enter: the lists stopped), and drain it into ``out_items`` and
+    ``out_scores``."""
+    for j in range(pop_order.shape[0]):
+        li = pop_order[j]
+        s = keep * (base + share_weight * item_share[li])
+        if size == m and s < hs[0]:
+            break  # nor can any item after it
+        if mark[li] != 0:
+            continue
+        if interest_score(li, item_ptr[li], item_ptr[li + 1], q0, q1, q_k, q_w, slot,
+                          item_kc, bits_of, item_bits, tq, tv) != 0.0:
+            continue
+        item = chunk_items[li]
+        if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
+            continue
+        size, kept = offer(hs, hp, hi, size, m, s, item_pop[li], item)
+        if not kept:
+            break
+    drain(hs, hp, hi, size, out_items, out_scores, 0.0)
+
+
 @njit(cache=True, parallel=True)
 def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr,
                    desc_item, desc_cnt, desc_mask, item_ptr, item_kc,
                    bits_of, item_bits, item_pop, item_share, chunk_items, sorted_items,
-                   local_of, pop_order, seen_indptr, seen_items, m, n_threads, paper=False):
+                   local_of, pop_order, seen_indptr, seen_items, m, n_threads, paper=False,
+                   blended=True):
     """`topm.personal_topm`'s lists and scores, each row reading its interests' items in
     decreasing count (``desc_*``, ``item_*``: `ranked_lists` of its ``phi_*``; each row's
     interests distinct).
@@ -248,11 +278,12 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
     either top m; then the chunk's other items, which differ by ``item_share`` alone, in
     ``pop_order`` as long as they can enter. Seen items (``seen_items[seen_indptr[r]:
     seen_indptr[r+1]]``, sorted global indices) are left out. Ties go to the more popular
-    item (``item_pop``; 0 outside the chunk), then the lower index.
+    item (``item_pop``; 0 outside the chunk), then the lower index. Without ``blended``
+    (and with ``paper``) only the second ranking is made, from the lists alone.
 
     Returns
     -------
-    items, scores : ndarray of shape (n, m)
+    items, scores : ndarray of shape (n, m), or (0, m) without ``blended``
         Global item indices and scores, padded with -1 and -inf.
     paper_items, paper_scores : ndarray of shape (n, m), or (0, m) without ``paper``
     paper_filled : ndarray of shape (n,), or (0,) without ``paper``
@@ -260,8 +291,9 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
     """
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
-    items = np.full((n, m), -1, np.int64)
-    scores = np.full((n, m), -np.inf)
+    n_blended = n if blended else 0
+    items = np.full((n_blended, m), -1, np.int64)
+    scores = np.full((n_blended, m), -np.inf)
     n_paper = n if paper else 0
     paper_items = np.full((n_paper, m), -1, np.int64)
     paper_scores = np.full((n_paper, m), -np.inf)
@@ -301,47 +333,35 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
             for q in range(q0, q1):
                 slot[q_k[q]] = q
                 row_mask |= np.uint64(1) << np.uint64(q_k[q] & 63)
-            # the recent items, scored first and marked so the lists pass them over
-            _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local)
-            for p in range(r_ptr[r + 1] - r_ptr[r]):
-                li = recent_local[p]
-                recent_x[p] = 0.0 if li < 0 else interest_score(
-                    li, item_ptr[li], item_ptr[li + 1], q0, q1, q_k, q_w, slot, item_kc,
-                    bits_of, item_bits, tq, tv)
-            size = recent_heap(r, lam[r], base, share_weight, r_ptr, r_item, r_w,
-                               recent_local, recent_x, item_pop, item_share, chunk_items,
-                               seen_items, lo, hi_seen, hs, hp, hi, m, scratch)
-            _mark_recent(r, r_ptr, recent_local, mark, np.uint8(2))
+            size = ZERO
+            if blended:
+                # the recent items, scored first and marked so the lists pass them over
+                _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local)
+                for p in range(r_ptr[r + 1] - r_ptr[r]):
+                    li = recent_local[p]
+                    recent_x[p] = 0.0 if li < 0 else interest_score(
+                        li, item_ptr[li], item_ptr[li + 1], q0, q1, q_k, q_w, slot, item_kc,
+                        bits_of, item_bits, tq, tv)
+                size = recent_heap(r, lam[r], base, share_weight, r_ptr, r_item, r_w,
+                                   recent_local, recent_x, item_pop, item_share, chunk_items,
+                                   seen_items, lo, hi_seen, hs, hp, hi, m, scratch)
+                _mark_recent(r, r_ptr, recent_local, mark, np.uint8(2))
             size, psize, n_read = _read_lists(
                 r, q_ptr, q_k, q_w, phi_ptr, desc_item, desc_cnt, desc_mask,
                 item_ptr, item_kc, bits_of, item_bits, item_flat, keep, base, share_weight,
                 share_max, mark, visited, read, item_pop, item_share, chunk_items, seen_items,
-                lo, hi_seen, m, pos, slot, row_mask, tq, tv, hs, hp, hi, size, paper, ps, pp,
-                pi, ZERO)
-            # the chunk's other items in popularity order, while they can enter: the items
-            # of the row's interests were all offered, or cannot enter (the lists stopped)
-            for j in range(pop_order.shape[0]):
-                li = pop_order[j]
-                s = keep * (base + share_weight * item_share[li])
-                if size == m and s < hs[0]:
-                    break  # nor can any item after it
-                if mark[li] != 0:
-                    continue
-                if interest_score(li, item_ptr[li], item_ptr[li + 1], q0, q1, q_k, q_w, slot,
-                                  item_kc, bits_of, item_bits, tq, tv) != 0.0:
-                    continue
-                item = chunk_items[li]
-                if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
-                    continue
-                size, kept = offer(hs, hp, hi, size, m, s, item_pop[li], item)
-                if not kept:
-                    break
+                lo, hi_seen, m, pos, slot, row_mask, tq, tv, hs, hp, hi, size, blended,
+                paper, ps, pp, pi, ZERO)
             for t in range(n_read):
                 visited[read[t]] = 0
-            for q in range(q_ptr[r], q_ptr[r + 1]):
+            if blended:
+                _other_items(r, keep, base, share_weight, q0, q1, q_k, q_w, slot, item_ptr,
+                             item_kc, bits_of, item_bits, tq, tv, mark, item_pop, item_share,
+                             chunk_items, pop_order, seen_items, lo, hi_seen, m, hs, hp, hi,
+                             size, items[r], scores[r])
+                _mark_recent(r, r_ptr, recent_local, mark, np.uint8(0))
+            for q in range(q0, q1):
                 slot[q_k[q]] = -1
-            _mark_recent(r, r_ptr, recent_local, mark, np.uint8(0))
-            drain(hs, hp, hi, size, items[r], scores[r], 0.0)
             if paper:
                 paper_filled[r] = psize
                 drain(ps, pp, pi, psize, paper_items[r], paper_scores[r], base)
