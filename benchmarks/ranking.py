@@ -1,6 +1,8 @@
-"""How fast MiCRO ranks a test chunk's users at a run's scale: each interest's list read
-from the highest count down (`threshold_topm`, what `recommend` runs) against a scatter
-of every entry of the users' interests (`personal_topm` and `mixture_topm`).
+"""How fast MiCRO ranks a test chunk's users at a run's scale, threshold against scatter.
+
+Each interest's list read from the highest count down (`threshold_topm`, what `recommend`
+runs) against a scatter of every entry of the users' interests (`personal_topm` and
+`mixture_topm`).
 
 Loads MiCRO's fitted state and the log of a ``sklearn-micro reproduce --out DIR`` run
 (``DIR/checkpoints``), takes the first test chunk into the model as the rolling evaluation
