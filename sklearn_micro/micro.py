@@ -770,19 +770,31 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
             keep = within.holds(r_item)
             r_ptr, r_item, r_u = keep_entries(r_ptr, keep), r_item[keep], r_u[keep]
         share_weight = popularity_weights(indptr, self.popularity_weight_)
-        chunk = self._grouped_chunk() if chunk is None else chunk
-        common = (indptr, k, weight, base, share_weight, lam, r_ptr, r_item, r_u,
-                  chunk["phi_indptr"])
-        tail = (chunk["item_count"], chunk["share"], chunk["items"], self.chunk_items_,
-                chunk["local_of"], chunk["popular_order"], seen[0], seen[1], m)
+        recent = (lam, r_ptr, r_item, r_u)
+        if within is None:
+            return self._rank_latest(indptr, k, weight, base, share_weight, recent, seen, m,
+                                     paper=paper)
         with _numba_threads(self.n_jobs) as threads:
-            if within is not None:
-                none = np.zeros((0, m), np.int64), np.zeros((0, m)), np.zeros(0, np.int64)
-                return (*personal_topm(*common, chunk["phi_item"], chunk["phi_count"], *tail,
-                                       threads), *none)
-            lists = ranked_chunk(chunk)
-            return threshold_topm(*common, *(lists[key] for key in RANKED_KEYS), *tail,
-                                  threads, paper=paper)
+            items, scores = personal_topm(
+                indptr, k, weight, base, share_weight, *recent, chunk["phi_indptr"],
+                chunk["phi_item"], chunk["phi_count"], chunk["item_count"], chunk["share"],
+                chunk["items"], self.chunk_items_, chunk["local_of"], chunk["popular_order"],
+                seen[0], seen[1], m, threads)
+        return items, scores, np.zeros((0, m), np.int64), np.zeros((0, m)), np.zeros(0, np.int64)
+
+    def _rank_latest(self, indptr, k, weight, base, share_weight, recent, seen, m, *,
+                     paper: bool, blended: bool = True):
+        """`threshold_topm` over the latest chunk (`_grouped_chunk`, and its lists,
+        `ranked_chunk`) for rows of interests ``(indptr, k, weight, base, share_weight)``
+        and recent items ``recent = (lam, r_ptr, r_item, r_u)``."""
+        chunk = self._grouped_chunk()
+        lists = ranked_chunk(chunk)
+        with _numba_threads(self.n_jobs) as threads:
+            return threshold_topm(
+                indptr, k, weight, base, share_weight, *recent, chunk["phi_indptr"],
+                *(lists[key] for key in RANKED_KEYS), chunk["item_count"], chunk["share"],
+                chunk["items"], self.chunk_items_, chunk["local_of"], chunk["popular_order"],
+                seen[0], seen[1], m, threads, paper=paper, blended=blended)
 
     def _rank_mixtures(self, indptr, k, theta, m, seen, *, chunk=None):
         """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal
@@ -790,19 +802,16 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         (`_grouped_chunk`) by `threshold_topm`'s lists, or over ``chunk`` (`_chunk_within`)
         by `mixture_topm`'s scatter."""
         weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
-        with _numba_threads(self.n_jobs) as threads:
-            if chunk is None:
-                chunk = self._grouped_chunk()
-                lists = ranked_chunk(chunk)
-                n = indptr.shape[0] - 1
-                *_, items, scores, n_filled = threshold_topm(
-                    indptr, k, weight, base, np.zeros(n), np.zeros(n), np.zeros(n + 1, np.int64),
-                    np.empty(0, np.int64), np.empty(0), chunk["phi_indptr"],
-                    *(lists[key] for key in RANKED_KEYS), chunk["item_count"], chunk["share"],
-                    chunk["items"], self.chunk_items_, chunk["local_of"],
-                    chunk["popular_order"], seen[0], seen[1], m, threads, paper=True,
-                    blended=False)
-            else:
+        if chunk is None:
+            n = indptr.shape[0] - 1
+            no_recent = (np.zeros(n), np.zeros(n + 1, np.int64), np.empty(0, np.int64),
+                         np.empty(0))
+            *_, items, scores, n_filled = self._rank_latest(
+                indptr, k, weight, base, np.zeros(n), no_recent, seen, m, paper=True,
+                blended=False)
+            chunk = self._grouped_chunk()
+        else:
+            with _numba_threads(self.n_jobs) as threads:
                 items, scores, n_filled = mixture_topm(
                     indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
                     chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1],
