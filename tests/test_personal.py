@@ -28,7 +28,13 @@ from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans, _held_out, _micro_state
 from sklearn_micro._kernels.selection import CUT_SAMPLE
-from sklearn_micro._kernels.threshold import RANKED_KEYS, ranked_lists, threshold_topm
+from sklearn_micro._kernels.threshold import (
+    RANKED_KEYS,
+    _threshold_rows,
+    ranked_lists,
+    rows_by_main_interest,
+    threshold_topm,
+)
 from sklearn_micro._kernels.topm import (
     RANGE_ITEMS,
     RANGE_ROWS,
@@ -694,16 +700,23 @@ def check_personal_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
         assert (items[r, len(want):] == -1).all()
 
 
+def threshold_args(x, grouped=False):
+    """`threshold_topm`'s arguments for inputs ``x`` but the number of threads, the
+    chunk's items numbered interest by interest with ``grouped``."""
+    phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
+    lists = ranked_lists(x["phi_ptr"], phi_item, phi_cnt, local_items.shape[0])
+    return (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
+            x["r_item"], x["r_w"], x["phi_ptr"], *(lists[key] for key in RANKED_KEYS), pop,
+            share, local_items, x["chunk_items"], local_of, pop_order, x["seen_ptr"],
+            x["seen_items"], x["m"])
+
+
 def check_threshold_topm(x, grouped, items, scores):
     """`threshold_topm` gives `personal_topm`'s ``items`` and ``scores`` to the last bit,
     and with ``paper`` `mixture_topm`'s lists, scores and counts besides (or alone,
     without ``blended``)."""
-    phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
-    lists = ranked_lists(x["phi_ptr"], phi_item, phi_cnt, local_items.shape[0])
-    args = (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
-            x["r_item"], x["r_w"], x["phi_ptr"], *(lists[key] for key in RANKED_KEYS), pop,
-            share, local_items, x["chunk_items"], local_of, pop_order, x["seen_ptr"],
-            x["seen_items"], x["m"], 2)
+    phi_item, phi_cnt, pop, _, local_items, _, _ = grouped_chunk(x, grouped)
+    args = (*threshold_args(x, grouped), 2)
     alone = mixture_topm(x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item,
                          phi_cnt, pop, local_items, x["seen_ptr"], x["seen_items"], x["m"], 2)
     for paper in (False, True):
@@ -800,6 +813,42 @@ def test_threshold_topm_on_items_of_many_interests(seed):
     lists = ranked_lists(x["phi_ptr"], x["phi_item"], x["phi_cnt"], 400)
     assert lists["item_bits"].shape[0] > 0  # some items have a bitmap
     check_personal_topm(x, CUT_SAMPLE, grouped=seed % 2 == 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_are_ranked_alike_in_any_order_and_runs(seed):
+    # the blocks take the rows in runs of `row_run` of ``order``: any order and run length
+    # give each row the list it has alone
+    x = wide_inputs(seed)
+    args = threshold_args(x)
+    want = threshold_topm(*args, 2, paper=True)
+    rng = np.random.default_rng(seed)
+    n = x["q_ptr"].shape[0] - 1
+    for order, row_run, threads in ((rng.permutation(n), 1, 2), (rng.permutation(n), 7, 2),
+                                    (np.arange(n)[::-1].copy(), 13, 3)):
+        *got, repeated = _threshold_rows(order, *args, threads, True, True, row_run)
+        assert repeated == -1
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_rows_by_main_interest():
+    q_ptr = np.array([0, 2, 2, 5, 6, 8], np.int64)
+    q_k = np.array([3, 1, 2, 0, 3, 1, 4, 2], np.int64)
+    q_w = np.array([0.1, 0.5, 0.2, 0.2, 0.1, 0.3, 0.4, 0.4])
+    # main interests: 1, none, 2 (the first of a tie), 1, 4 (the first of a tie)
+    assert rows_by_main_interest(q_ptr, q_k, q_w, 5).tolist() == [1, 0, 3, 2, 4]
+
+
+def test_a_row_naming_an_interest_twice_is_refused():
+    x = wide_inputs(0)
+    r = int(np.flatnonzero(np.diff(x["q_ptr"]) >= 2)[0])
+    q_k = x["q_k"].copy()
+    q_k[x["q_ptr"][r] + 1] = q_k[x["q_ptr"][r]]
+    args = list(threshold_args(x))
+    args[1] = q_k
+    with pytest.raises(ValueError, match=f"row {r} names an interest twice"):
+        threshold_topm(*args, 2)
 
 
 def unlucky_sample_inputs(n_local, m, n_recent):

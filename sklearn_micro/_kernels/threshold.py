@@ -257,7 +257,6 @@ def _other_items(r, keep, base, share_weight, q0, q1, q_k, q_w, slot, item_ptr, 
     drain(hs, hp, hi, size, out_items, out_scores, 0.0)
 
 
-@njit(cache=True, parallel=True)
 def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr,
                    desc_item, desc_cnt, desc_mask, item_ptr, item_kc,
                    bits_of, item_bits, item_pop, item_share, chunk_items, sorted_items,
@@ -265,7 +264,7 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
                    blended=True):
     """`topm.personal_topm`'s lists and scores, each row reading its interests' items in
     decreasing count (``desc_*``, ``item_*``: `ranked_lists` of its ``phi_*``; each row's
-    interests distinct).
+    interests distinct, else ValueError).
 
     ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` with ``p(i) = q_base[r] + q_share[r] *
     item_share[li] + x(i)``, ``x(i) = sum_k q_w[k] * phi_cnt[k, li]`` over the row's
@@ -289,6 +288,56 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
     paper_filled : ndarray of shape (n,), or (0,) without ``paper``
         The second ranking's slots filled, for `fill_remainder`.
     """
+    order = rows_by_main_interest(q_ptr, q_k, q_w, phi_ptr.shape[0] - 1)
+    *out, repeated = _threshold_rows(
+        order, q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr,
+        desc_item, desc_cnt, desc_mask, item_ptr, item_kc, bits_of, item_bits, item_pop,
+        item_share, chunk_items, sorted_items, local_of, pop_order, seen_indptr,
+        seen_items, m, n_threads, paper, blended, ROW_RUN)
+    if repeated >= 0:
+        raise ValueError(f"threshold_topm: row {repeated} names an interest twice; each "
+                         "row's interests must be distinct")
+    return tuple(out)
+
+
+@njit(cache=True)
+def rows_by_main_interest(q_ptr, q_k, q_w, n_k):
+    """The rows in the order of their interest of highest weight (the first of them in
+    the row on a tie; rows without interests first), each interest's rows in their own
+    order: consecutive rows then read the heads of the same lists, which stay in cache."""
+    n = q_ptr.shape[0] - 1
+    main = np.full(n, -1, np.int64)
+    for r in range(n):
+        best = 0.0
+        for q in range(q_ptr[r], q_ptr[r + 1]):
+            if main[r] < 0 or q_w[q] > best:
+                main[r] = q_k[q]
+                best = q_w[q]
+    start = np.zeros(n_k + 2, np.int64)
+    for r in range(n):
+        start[main[r] + 2] += 1
+    for k in range(1, n_k + 2):
+        start[k] += start[k - 1]
+    order = np.empty(n, np.int64)
+    for r in range(n):
+        order[start[main[r] + 1]] = r
+        start[main[r] + 1] += 1
+    return order
+
+
+# rows a block takes at a time (of `rows_by_main_interest`'s order): consecutive rows
+# share their lists' heads, and blocks taking turns share the heavy interests' rows out
+ROW_RUN = 256
+
+
+@njit(cache=True, parallel=True)
+def _threshold_rows(order, q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
+                    phi_ptr, desc_item, desc_cnt, desc_mask, item_ptr, item_kc, bits_of,
+                    item_bits, item_pop, item_share, chunk_items, sorted_items, local_of,
+                    pop_order, seen_indptr, seen_items, m, n_threads, paper, blended,
+                    row_run):
+    """`threshold_topm`'s rows, in runs of ``row_run`` (`ROW_RUN`) of ``order`` dealt to
+    the blocks in turn; also returns a row that names an interest twice, or -1."""
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
     n_blended = n if blended else 0
@@ -304,6 +353,7 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
     n_k = phi_ptr.shape[0] - 1
     item_flat = item_kc.reshape(-1)
     n_blocks = max(1, min(n, n_threads))
+    repeated = np.full(n_blocks, -1, np.int64)
     for b in prange(n_blocks):
         mark = np.zeros(n_local, np.uint8)
         visited = np.zeros(n_local, np.uint8)
@@ -321,7 +371,12 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
         ps = np.empty(m)
         pp = np.empty(m)
         pi = np.empty(m, np.int64)
-        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+        for j in range(n):
+            # block b's j-th row: of the block's run j // row_run, runs dealt in turn
+            t = (j // row_run * n_blocks + b) * row_run + j % row_run
+            if t >= n:
+                break
+            r = order[t]
             lo = seen_indptr[r]
             hi_seen = seen_indptr[r + 1]
             keep = 1.0 - lam[r]
@@ -331,6 +386,8 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
             q1 = q_ptr[r + 1]
             row_mask = np.uint64(0)
             for q in range(q0, q1):
+                if slot[q_k[q]] >= 0:
+                    repeated[b] = r
                 slot[q_k[q]] = q
                 row_mask |= np.uint64(1) << np.uint64(q_k[q] & 63)
             size = ZERO
@@ -365,4 +422,4 @@ def threshold_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
             if paper:
                 paper_filled[r] = psize
                 drain(ps, pp, pi, psize, paper_items[r], paper_scores[r], base)
-    return items, scores, paper_items, paper_scores, paper_filled
+    return items, scores, paper_items, paper_scores, paper_filled, repeated.max()
