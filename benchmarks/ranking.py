@@ -10,9 +10,10 @@ does, and ranks ``--users`` users of the next test chunk for both of the evaluat
 (`MiCRO.recommend_with_paper`'s two lists, m = 100) with each method, on the arrays
 `recommend_with_paper` hands the ranking; then the paper's ranking alone (what the
 paper's model, ``MiCRO(personal=0, popularity=0)``, runs), `threshold_topm` without its
-blended list against `mixture_topm`. Prints the least cpu and wall seconds of
-``--repeat`` calls of each (interleaved), microseconds of cpu per user, the ratios, and
-checks that the lists and scores agree to the last bit.
+blended list against `mixture_topm`; and the threshold with the users in the call's order
+instead of by their main interest (`rows_by_main_interest`). Prints the least cpu and wall
+seconds of ``--repeat`` calls of each (interleaved), microseconds of cpu per user, the
+ratios, and checks that the lists and scores agree to the last bit.
 
     sklearn-micro reproduce --preset follow --scale 0.05 --dim 128 --out follow-0.05
     python benchmarks/ranking.py follow-0.05 --users 50000
@@ -33,7 +34,11 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 from _harness import header  # noqa: E402
 
 import sklearn_micro.micro as micro_module  # noqa: E402
-from sklearn_micro._kernels.threshold import RANKED_KEYS  # noqa: E402
+from sklearn_micro._kernels.threshold import (  # noqa: E402
+    RANKED_KEYS,
+    ROW_RUN,
+    _threshold_rows,
+)
 from sklearn_micro._kernels.topm import mixture_topm, personal_topm  # noqa: E402
 from sklearn_micro.experiment import iter_chunks, load_checkpoint, split_chunks  # noqa: E402
 
@@ -56,7 +61,11 @@ def captured_arguments(out: Path, n_users: int, seed: int):
     original = micro_module.threshold_topm
 
     def spy(*args, **kwargs):
-        seen["args"], seen["kwargs"] = args, kwargs
+        # the first call, the model's own (a model that carries phi across chunks ranks
+        # the paper's row in a second call, over its paper model's chunk)
+        seen.setdefault("args", args)
+        seen.setdefault("kwargs", kwargs)
+        seen["calls"] = seen.get("calls", 0) + 1
         return original(*args, **kwargs)
 
     micro_module.threshold_topm = spy
@@ -64,7 +73,7 @@ def captured_arguments(out: Path, n_users: int, seed: int):
         model.recommend_with_paper(users, M)
     finally:
         micro_module.threshold_topm = original
-    return model, seen["args"], seen["kwargs"]
+    return model, seen["args"], seen["kwargs"], seen["calls"]
 
 
 def main(argv=None):
@@ -74,9 +83,11 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    header("benchmarks/ranking.py", vars(args))
-    model, call, kwargs = captured_arguments(args.out, args.users, args.seed)
+    header("MiCRO's ranking: threshold against scatter", "ranking.py", argv)
+    model, call, kwargs, n_calls = captured_arguments(args.out, args.users, args.seed)
     chunk = model._grouped_chunk()
+    # the scatters read the chunk whose lists the call was given
+    assert chunk["ranked"]["desc_item"] is call[10]
     (q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr), rest = \
         call[:10], call[10 + len(RANKED_KEYS):]
     pop, share, items, sorted_items, local_of, pop_order, seen_ptr, seen_items, m, threads \
@@ -90,6 +101,11 @@ def main(argv=None):
 
     def threshold():
         return micro_module.threshold_topm(*call, paper=True)
+
+    def threshold_as_given():
+        # the users in the call's order instead of by their main interest
+        order = np.arange(q_ptr.size - 1)
+        return _threshold_rows(order, *call, True, True, ROW_RUN)[:5]
 
     def paper_scatter():
         return mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, pop, items,
@@ -108,10 +124,12 @@ def main(argv=None):
     nbytes = sum(lists[key].nbytes for key in RANKED_KEYS)
     print(f"the lists: {nbytes / 2**20:.0f} MiB, {nbytes / phi_item.size:.0f} bytes an entry "
           f"(made once a chunk, on its first ranking)")
-    runs = {"threshold": threshold, "scatter": scatter,
+    runs = {"threshold": threshold, "threshold, users in the call's order": threshold_as_given,
+            "scatter": scatter,
             "paper's alone: threshold": paper_threshold, "paper's alone: scatter": paper_scatter}
     got = {name: run() for name, run in runs.items()}  # compiled, and checked
     for first, second in (("threshold", "scatter"),
+                          ("threshold", "threshold, users in the call's order"),
                           ("paper's alone: threshold", "paper's alone: scatter")):
         for a, b in zip(got[first], got[second], strict=True):
             np.testing.assert_array_equal(a, b)
@@ -123,6 +141,10 @@ def main(argv=None):
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             best[name] = (min(best[name][0], cpu), min(best[name][1], wall))
     n = q_ptr.size - 1
+    if n_calls > 1:
+        print("\nthis model carries phi across chunks: its evaluation ranks the paper's row "
+              "in a second call, over its paper model's own chunk; both rows are ranked "
+              "here over the model's chunk")
     if not kwargs.get("blended", True):
         print("\nthis model's blend weights are 0 (MiCRO is its paper's model here): its "
               "evaluation ranks the paper's list alone, the last two rows; the first two "
@@ -131,9 +153,11 @@ def main(argv=None):
     for name, (cpu, wall) in best.items():
         print(f"| {name} | {cpu:.2f} | {wall:.2f} | {cpu / n * 1e6:.0f} |")
     alone = best["paper's alone: scatter"][0] / best["paper's alone: threshold"][0]
+    given = best["threshold, users in the call's order"][0] / best["threshold"][0]
     print(f"\nthe scatter takes {best['scatter'][0] / best['threshold'][0]:.2f}x the "
           f"threshold's cpu time for both rows, {alone:.2f}x for the paper's alone; the "
-          "lists and scores are the same to the last bit")
+          f"users in the call's order take {given:.2f}x the threshold's by main interest; "
+          "the lists and scores are the same to the last bit")
 
 
 if __name__ == "__main__":
