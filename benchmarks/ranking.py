@@ -13,7 +13,9 @@ paper's model, ``MiCRO(personal=0, popularity=0)``, runs), `threshold_topm` with
 blended list against `mixture_topm`; and the threshold with the users in the call's order
 instead of by their main interest (`rows_by_main_interest`). Prints the least cpu and wall
 seconds of ``--repeat`` calls of each (interleaved), microseconds of cpu per user, the
-ratios, and checks that the lists and scores agree to the last bit.
+ratios, and checks that the lists and scores agree to the last bit. A model that carries
+``phi`` across chunks ranks the paper's row in a second call, over its paper model's own
+chunk; both rows are then ranked here over the model's chunk (the output says so).
 
     sklearn-micro reproduce --preset follow --scale 0.05 --dim 128 --out follow-0.05
     python benchmarks/ranking.py follow-0.05 --users 50000
@@ -86,8 +88,9 @@ def main(argv=None):
     header("MiCRO's ranking: threshold against scatter", "ranking.py", argv)
     model, call, kwargs, n_calls = captured_arguments(args.out, args.users, args.seed)
     chunk = model._grouped_chunk()
-    # the scatters read the chunk whose lists the call was given
-    assert chunk["ranked"]["desc_item"] is call[10]
+    if chunk["ranked"]["desc_item"] is not call[10]:
+        raise SystemExit("the first ranking call was not over the model's own chunk: the "
+                         "scatters would read another chunk's entries")
     (q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr), rest = \
         call[:10], call[10 + len(RANKED_KEYS):]
     pop, share, items, sorted_items, local_of, pop_order, seen_ptr, seen_items, m, threads \

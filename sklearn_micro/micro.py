@@ -646,13 +646,12 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def _recommend(self, user_index, m, seen, history=None, *, within=None):
         indptr, k, theta = self._mixtures(user_index, history)
-        chunk = None if within is None else self._chunk_within(within)
         if self._blended():
             weight, base = interest_weights(indptr, k, theta, self.beta,
                                              LatestChunk.of(self))
             return self._recommend_personal(user_index, m, seen, indptr, k, weight, base,
-                                            history=history, chunk=chunk,
-                                            within=within)[:2]
+                                            history=history, within=within)[:2]
+        chunk = None if within is None else self._chunk_within(within)
         return self._rank_mixtures(indptr, k, theta, m, seen, chunk=chunk)
 
     def recommend_with_paper(self, users, m: int = 100, *, exclude_seen: bool = False):
@@ -758,12 +757,12 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         return state
 
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
-                            paper=False, history=None, chunk=None, within=None):
+                            paper=False, history=None, within=None):
         """Top-m of ``(1 - lam_u) * (p_t(i|u) + w * pi_t(i)) + lam_u * r_u(i)`` over the
         latest chunk's items and the users' recent items (`threshold_topm`'s five arrays;
         the last three, the paper's ranking read from the same lists, are empty without
-        ``paper``); with ``within``, over the items it holds (``chunk``: `_chunk_within`,
-        ranked by `personal_topm`'s scatter, which needs no lists)."""
+        ``paper``); with ``within``, over the items it holds (`_chunk_within`, ranked by
+        `personal_topm`'s scatter, which needs no lists)."""
         r_ptr, r_item, r_u = self._recent_scores(user_index, history)
         lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
         if within is not None:
@@ -774,6 +773,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         if within is None:
             return self._rank_latest(indptr, k, weight, base, share_weight, recent, seen, m,
                                      paper=paper)
+        chunk = self._chunk_within(within)
         with _numba_threads(self.n_jobs) as threads:
             items, scores = personal_topm(
                 indptr, k, weight, base, share_weight, *recent, chunk["phi_indptr"],
