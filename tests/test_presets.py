@@ -136,6 +136,16 @@ def test_preset_beta_holds_its_mass_against_an_interests_chunk_at_every_scale():
         assert spec[1].beta < spec[0.25].beta < spec[0.05].beta < spec[0.01].beta
 
 
+def test_fave_trending_share_grows_with_the_scale_from_the_calibrated_one():
+    # the top 100's share of a chunk falls with the scale at a fixed trending share: fave's
+    # grows from its calibration at 1/100 to 0.2 at full scale; follow's head holds as is
+    share = {p: [preset_parameters(p, s).generator["trending_share"]
+                 for s in (0.01, 0.05, 0.25, 1)] for p in ("fave", "follow")}
+    assert share["fave"][0] == PRESETS["fave"]["trending_share"]
+    assert share["fave"] == sorted(share["fave"]) and share["fave"][-1] == pytest.approx(0.2)
+    assert share["follow"] == [PRESETS["follow"]["trending_share"]] * 4
+
+
 def test_no_trending_share_draws_the_log_as_before():
     from sklearn_micro.datasets import make_engagements
 
