@@ -21,6 +21,9 @@ engagements in the interests of the user who makes them and on the largest inter
 
     python benchmarks/generator.py --preset fave --scales 0.01 0.05 0.25 1
 
+``--trending-share S ...`` draws each scale with each of these trending shares instead of
+the preset's (how ``fave``'s share was set to hold the head across scales).
+
 With ``--recovery``, it measures instead how much of the preset's planted interests the
 experiment's first two stages find: the graph embedding of the training chunks (each
 ``--embedding`` setting, keyword arguments of `GraphEmbedder`) clustered into the preset's
@@ -158,10 +161,14 @@ PRESET_STATISTICS = {
 }
 
 
-def preset_statistics(preset: str, scale: float, seed: int = 0) -> dict:
+def preset_statistics(preset: str, scale: float, seed: int = 0,
+                      trending_share: float | None = None) -> dict:
     """The statistics of `PRESET_STATISTICS` for a preset's log at a scale: each the mean
-    over the chunks after the first, drawn one chunk at a time."""
-    params = preset_parameters(preset, scale).generator
+    over the chunks after the first, drawn one chunk at a time; ``trending_share`` replaces
+    the preset's at that scale."""
+    params = dict(preset_parameters(preset, scale).generator)
+    if trending_share is not None:
+        params["trending_share"] = trending_share
     n_items, k = params["n_items"], params["n_interests"]
     chunks = _generate(**{name: params[name] for name in (
         "n_users", "n_items", "n_chunks", "n_interests", "interests_per_user",
@@ -202,18 +209,21 @@ def preset_statistics(preset: str, scale: float, seed: int = 0) -> dict:
     return {name: value / n for name, value in sums.items()}
 
 
-def print_preset_statistics(preset: str, scales, seed: int = 0) -> None:
+def print_preset_statistics(preset: str, scales, seed: int = 0, trending_shares=(None,)):
     print(f"The {preset} preset's log (seed {seed}), mean over its chunks after the first\n")
-    header = "| statistic | " + " | ".join(f"scale {s:g}" for s in scales) + " |"
+    columns = [(s, t) for t in trending_shares for s in scales]
+    header = "| statistic | " + " | ".join(
+        f"scale {s:g}" + ("" if t is None else f", trending_share {t:g}")
+        for s, t in columns) + " |"
     rows = {name: [] for name in PRESET_STATISTICS}
-    for scale in scales:
+    for scale, share in columns:
         start = time.perf_counter()
-        for name, value in preset_statistics(preset, scale, seed).items():
+        for name, value in preset_statistics(preset, scale, seed, share).items():
             rows[name].append(value)
         print(f"scale {scale:g}: {time.perf_counter() - start:.0f} s", file=sys.stderr,
               flush=True)
     print(header)
-    print("|---|" + "---:|" * len(scales))
+    print("|---|" + "---:|" * len(columns))
     for name, values in rows.items():
         cells = " | ".join(f"{v:.1f}" if v >= 10 else f"{v:.3f}" for v in values)
         print(f"| {name} | {cells} |")
@@ -307,6 +317,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--preset", choices=["fave", "follow"])
     parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.05, 0.25])
+    parser.add_argument("--trending-share", type=float, nargs="+", default=[None],
+                        metavar="SHARE",
+                        help="with --preset: the statistics with each of these trending "
+                             "shares in place of the preset's")
     parser.add_argument("--recovery", action="store_true",
                         help="with --preset: the planted interests the embedding finds")
     parser.add_argument("--embedding", nargs="+", type=_setting,
@@ -326,7 +340,7 @@ def main(argv=None):
                                args.ann)
         return
     if args.preset:
-        print_preset_statistics(args.preset, args.scales, args.seed)
+        print_preset_statistics(args.preset, args.scales, args.seed, args.trending_share)
         return
     params = dict(
         n_users=round(PAPER["users"] * args.scale),
