@@ -166,7 +166,7 @@ def preset_statistics(preset: str, scale: float, seed: int = 0,
     """The statistics of `PRESET_STATISTICS` for a preset's log at a scale: each the mean
     over the chunks after the first, drawn one chunk at a time; ``trending_share`` replaces
     the preset's at that scale."""
-    params = dict(preset_parameters(preset, scale).generator)
+    params = preset_parameters(preset, scale).generator  # a new dict each call
     if trending_share is not None:
         params["trending_share"] = trending_share
     n_items, k = params["n_items"], params["n_interests"]

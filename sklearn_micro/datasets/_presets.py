@@ -91,7 +91,7 @@ def preset_parameters(preset: str, scale: float = 1.0) -> Bunch:
         scale (0.01 at 1/100, 0.0001 at full scale). The ``fave`` log's
         ``trending_share`` grows by 0.025 a decade of scale from 0.15 at 1/100 (0.2 at full
         scale), so that the chunk before's 100 most engaged items hold about a tenth of a
-        chunk's pairs at every scale.
+        chunk's pairs at every scale (measured in docs/datasets.md, not by the tests).
 
     See Also
     --------
