@@ -18,7 +18,7 @@ from sklearn_micro.utils.estimator_checks import make_log
 
 for _name in ("starlette", "prometheus_client", "orjson", "skops"):
     pytest.importorskip(_name)
-httpx = pytest.importorskip("httpx2")
+httpx = pytest.importorskip("httpx")
 
 from starlette.testclient import TestClient  # noqa: E402
 
