@@ -138,12 +138,13 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         with ``phi_decay``, 0.5 drops only carried counts under half an engagement. The
         held-out choice of ``personal="learned"`` ranks as `recommend` does; the sampler
         and `item_interests` use every count.
-    live_weight : float >= 0, default=1.0
+    live_weight : float >= 0, default=16.0
         Weight of the open chunk's observed engagements (`observe`) in the latest chunk's
         counts: answers rank from ``N[i, k, t] + live_weight * N_open[i, k]`` (popularity
         likewise), so the open chunk's share of the ranking grows with its size so far;
         each observed engagement also counts in its user's mixture and recent items. 0
-        answers from the closed chunks alone, as the paper's model does.
+        answers from the closed chunks alone, as the paper's model does; logs whose items
+        live long (movies) are served better so (docs: "Live retrieval").
     max_sweeps : int, default=100
         Cap on Gibbs sweeps per chunk.
     tol : float, default=1e-3
@@ -335,7 +336,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", popularity="learned",
                  learned_by="recall", personal_window=8, personal_decay=0.5, phi_decay="auto",
-                 phi_min_count=0, live_weight=1.0, max_sweeps=100, tol=1e-3,
+                 phi_min_count=0, live_weight=16.0, max_sweeps=100, tol=1e-3,
                  random_state=None, n_jobs=None, min_partition_work=MIN_PARTITION_WORK,
                  verbose=0):
         self.alpha = alpha
