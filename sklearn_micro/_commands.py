@@ -249,9 +249,14 @@ def atomic_path(path) -> Iterator[Path]:
 
 
 def save_model(model, path) -> Path:
-    """``persistence.dump`` of ``model`` to ``path``, atomically."""
+    """``persistence.dump`` of ``model`` to ``path``, atomically, with ``verbose=0`` on
+    every step: a saved model's ``partial_fit`` (in the service's update process, say)
+    prints nothing."""
     from .persistence import dump
 
+    quiet = {name: 0 for name in model.get_params(deep=True)
+             if name == "verbose" or name.endswith("__verbose")}
+    model.set_params(**quiet)
     with atomic_path(path) as tmp:
         dump(model, tmp)
     return Path(path)
