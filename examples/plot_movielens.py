@@ -19,8 +19,9 @@ that folder is present, and shows its code alone otherwise.
 # The log
 # -------
 # 100,836 ratings of 610 users, each rating an engagement, in 30-day chunks. Fit on
-# chunks 0..249, test on the last 24 (2016-10 to 2018-09). K = 25, the K that the grid
-# search of ``examples/paper_table.py`` picks on the training chunks.
+# chunks 0..249, test on the last 24 (2016-10 to 2018-09). K = 25: on MovieLens the
+# scores are flat in K (.114 to .122 of recall@100 from K = 10 to 200 in the grid search
+# of ``examples/paper_table.py``, which takes K = 200 for the documentation's table).
 
 import matplotlib.pyplot as plt
 from sklearn.pipeline import Pipeline

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from . import __version__
+from ._commands import METHODS, CommandError
 from .datasets import PRESETS
 
 # TwitterFaveGraph at 1/600 (users, items, engagements) in 16 chunks with 100 interests, so
@@ -64,10 +65,6 @@ every finished stage, and the rolling evaluation's last saved test chunk, from t
 """
 
 
-class CommandError(Exception):
-    """An error the command line reports in one line."""
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sklearn-micro", description="MiCRO: multi-interest candidate retrieval online.")
@@ -112,13 +109,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="both MiCRO rows' Dirichlet prior of phi over a chunk's items "
                           "(MiCRO's beta; default: the preset's, 0.0001 / scale, else "
                           "MiCRO's 0.01)")
-    rep.add_argument("--user", default="user", help="user column of --data (default: user)")
-    rep.add_argument("--item", default="item", help="item column of --data (default: item)")
-    rep.add_argument("--chunk", default=None, help="chunk column of --data (default: chunk)")
-    rep.add_argument("--time", default=None, metavar="COLUMN",
-                     help="a unix-seconds column of --data to cut into chunks instead")
-    rep.add_argument("--chunk-length", type=float, default=None, metavar="SECONDS",
-                     help="chunk length for --time or the raw Higgs/MovieLens files")
+    _add_columns(rep, "--data")
     rep.add_argument("--phi-min-count", type=float, default=0.0, metavar="C",
                      help="both MiCRO rows score an item from an interest only where it has "
                           "at least C of the interest's engagements in the latest chunk "
@@ -131,9 +122,109 @@ def _parser() -> argparse.ArgumentParser:
                           "(the last finished stage or test chunk)")
     rep.add_argument("--no-checkpoints", action="store_true",
                      help="save no checkpoints in --out (a stopped run starts over)")
+    rep.add_argument("--save-model", default=None, metavar="DIR",
+                     help="save each method's fitted model in DIR (METHOD.skops, with "
+                          "persistence.dump) after its evaluation, having taken every test "
+                          "chunk: models to serve or inspect")
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_serve(sub)
+    _add_journey(sub)
     return parser
+
+
+def _add_columns(parser, what: str) -> None:
+    """The options naming the columns of a log file, shared by every command that reads one."""
+    parser.add_argument("--user", default="user", help=f"user column of {what} (default: user)")
+    parser.add_argument("--item", default="item", help=f"item column of {what} (default: item)")
+    parser.add_argument("--chunk", default=None,
+                        help=f"chunk column of {what} (default: chunk)")
+    parser.add_argument("--time", default=None, metavar="COLUMN",
+                        help=f"a unix-seconds column of {what} to cut into chunks instead")
+    parser.add_argument("--chunk-length", type=float, default=None, metavar="SECONDS",
+                        help="chunk length for --time or the raw Higgs/MovieLens files")
+    parser.add_argument("--origin", type=int, default=None, metavar="UNIX_SECONDS",
+                        help="with --time: where chunk 0 starts (default: the earliest time "
+                             "of the file)")
+
+
+FIT_DESCRIPTION = """\
+Fit a model on an engagement log and save it (sklearn_micro.persistence.dump; .skops or
+.pkl). By default a Pipeline of GraphEmbedder, SphericalKMeans(--k) and MiCRO, whose
+blend weights are chosen on held-out training chunks; --method fits the paper's exact
+model or a baseline instead. With --train-chunks N, the pipeline is fitted on the first N
+chunks and takes each later chunk with partial_fit, so the model is at the log's latest
+chunk either way. With --time, the model records how times became chunks (the column, the
+chunk length and the origin): `update` numbers the chunks of a later file the same way.
+"""
+
+FIT_EPILOG = """\
+examples:
+  sklearn-micro fit engagements.csv --time timestamp --chunk-length 21600 --out model.skops
+  sklearn-micro fit ratings.csv --user userId --item movieId --time timestamp \\
+      --chunk-length 2592000 --k 25 --out movielens.skops
+  sklearn-micro fit log.parquet --method Popularity --out popularity.skops
+"""
+
+
+def _add_journey(sub) -> None:
+    from ._commands import _BLOCK_USERS
+
+    fit = sub.add_parser("fit", help="fit a model on a log file and save it",
+                         description=FIT_DESCRIPTION, epilog=FIT_EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    fit.add_argument("log", metavar="LOG", help="an engagement log file, as reproduce --data")
+    fit.add_argument("--out", required=True, metavar="MODEL",
+                     help="the model file to write (.skops or .pkl)")
+    fit.add_argument("--method", default="MiCRO", metavar="NAME",
+                     help=f"one of {', '.join(METHODS)} (default: MiCRO)")
+    fit.add_argument("--k", default="auto", metavar="K",
+                     help="MiCRO's number of interests, or auto: round(sqrt(items / 2)) "
+                          "(default: auto)")
+    fit.add_argument("--dim", type=int, default=64, metavar="D",
+                     help="dimensions of the graph embedding (default: 64)")
+    fit.add_argument("--train-chunks", type=int, default=None, metavar="N",
+                     help="fit on the first N chunks, then take the later ones with "
+                          "partial_fit (default: fit on the whole log)")
+    _add_columns(fit, "LOG")
+    fit.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    fit.add_argument("--n-jobs", type=int, default=-1, metavar="N",
+                     help="threads of every estimator (default: -1, all cores)")
+    fit.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    upd = sub.add_parser(
+        "update", help="apply later chunks from a file to a saved model",
+        description="Apply the chunks of CHUNKS_FILE, in order, to a saved model with "
+                    "partial_fit, and save it in place (or to --out) atomically: a chunk "
+                    "refused leaves MODEL as it was. A model fitted with --time numbers the "
+                    "file's times with its own chunking unless --chunk names a chunk column.")
+    upd.add_argument("model", metavar="MODEL", help="a saved model (.skops or .pkl)")
+    upd.add_argument("chunks", metavar="CHUNKS_FILE",
+                     help="one or more chunks later than the model's latest, as a log file")
+    upd.add_argument("--out", default=None, metavar="PATH",
+                     help="write the updated model here instead of replacing MODEL")
+    _add_columns(upd, "CHUNKS_FILE")
+    upd.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    rec = sub.add_parser(
+        "recommend", help="write batch candidates for many users",
+        description="Write the m best candidates of the model's latest chunk for each user, "
+                    "one row per (user, rank, item, score), rank from 1, to a Parquet or CSV "
+                    "file. Users are ranked --block at a time, each block written as it "
+                    "comes: memory holds one block.")
+    rec.add_argument("model", metavar="MODEL", help="a saved model (.skops or .pkl)")
+    who = rec.add_mutually_exclusive_group()
+    who.add_argument("--users", default=None, metavar="FILE",
+                     help="the users: one id a line, or a CSV with a user column")
+    who.add_argument("--all", action="store_true", help="every user the model knows")
+    rec.add_argument("-m", type=int, default=100, metavar="M",
+                     help="candidates per user (default: 100)")
+    rec.add_argument("--out", required=True, metavar="FILE",
+                     help="the candidates file to write (.parquet or .csv)")
+    rec.add_argument("--exclude-seen", action="store_true",
+                     help="leave out items the user has engaged with")
+    rec.add_argument("--block", type=int, default=_BLOCK_USERS, metavar="N",
+                     help=f"users ranked at a time (default: {_BLOCK_USERS})")
+    rec.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 SERVE_DESCRIPTION = """\
@@ -203,12 +294,6 @@ def serve(args) -> int:
     return 0
 
 
-def _header(path: Path) -> list[str]:
-    from .datasets import _column_names, _source
-
-    return _column_names(_source(path))
-
-
 def _preset_path(args) -> Path:
     """Where a preset's draw is cached: one file per preset, scale, seed and version (and
     the generator's parameters, which a development version may change)."""
@@ -240,58 +325,19 @@ def _draw(args, stages) -> Path:
 
 
 def _load(args, drawn: Path | None = None):
+    """The run's log, what it is, and how times became chunks (None but with --time)."""
     from . import datasets
+    from ._commands import LogColumns, _read_compact, read_engagements
 
     if drawn is not None:
         return (_read_compact(drawn, user="user", item="item", chunk="chunk"),
                 f"the {args.preset} preset at scale {args.scale:g}, seed {args.seed} "
-                f"({drawn})")
+                f"({drawn})", None)
     if args.data is None:
         return datasets.make_engagements(**{**DEFAULT_LOG, "random_state": args.seed}), \
             "a generated log " + ", ".join(f"{k}={v}" for k, v in DEFAULT_LOG.items()
-                                           if k != "random_state")
-    path = Path(args.data)
-    if not path.is_file():
-        raise CommandError(f"no file at {str(path)!r} (--data)")
-    name = path.name.lower()
-    hours = None if args.chunk_length is None else args.chunk_length / 3600
-    if name.startswith("higgs-activity"):
-        return datasets.load_higgs(path, chunk_hours=hours or 6), f"{path} (Higgs)"
-    if name == "ratings.csv":
-        days = None if hours is None else hours / 24
-        return datasets.load_movielens(path, chunk_days=days or 30), f"{path} (MovieLens)"
-    if args.time is None and args.chunk is None and args.user == "user":
-        columns = set(_header(path))
-        if {"user_index", "tweet_index", "time_chunk"} <= columns:
-            return _read_compact(path, user="user_index", item="tweet_index",
-                                 chunk="time_chunk"), f"{path} (TwitterFaveGraph)"
-        if {"user_index", "author_index", "time_chunk"} <= columns:
-            return _read_compact(path, user="user_index", item="author_index",
-                                 chunk="time_chunk"), f"{path} (TwitterFollowGraph)"
-    if args.time is not None and args.chunk_length is None:
-        raise CommandError("--time needs --chunk-length (seconds per chunk)")
-    if args.time is not None:
-        log = datasets.read_log(path, user=args.user, item=args.item, time=args.time,
-                                chunk_length=args.chunk_length)
-        return log, str(path)
-    return _read_compact(path, user=args.user, item=args.item, chunk=args.chunk), str(path)
-
-
-def _read_compact(path: Path, **columns):
-    """The file's log in compact arrays (`compact_chunks`), read one chunk at a time when
-    the file is sorted by chunk (the paper's files are), else read whole and sorted."""
-    from . import datasets
-    from .experiment import compact_chunks, compact_log
-
-    n_rows = None
-    if path.suffix.lower() in (".parquet", ".pq"):
-        n_rows = datasets._import_pyarrow().parquet.ParquetFile(path).metadata.num_rows
-    try:
-        return compact_chunks(datasets.iter_log_chunks(path, **columns), n_rows=n_rows)
-    except ValueError as exc:
-        if "sorted by chunk" not in str(exc):
-            raise
-    return compact_log(datasets.read_log(path, **columns))
+                                           if k != "random_state"), None
+    return read_engagements(args.data, LogColumns.of(args), option="--data")
 
 
 def _config(args) -> dict:
@@ -314,6 +360,8 @@ def _config(args) -> dict:
         config["negative_weight"] = args.negative_weight
     if args.beta is not None:  # --data runs without it likewise; a preset always sets it
         config["beta"] = args.beta
+    if args.origin is not None:  # likewise
+        config["origin"] = args.origin
     return config
 
 
@@ -332,6 +380,9 @@ def _negative_weight(value):
 
 
 def reproduce(args) -> int:
+    from functools import partial
+
+    from ._commands import SavingStages, save_models
     from ._log import distinct
     from .experiment import (
         BASELINES,
@@ -377,7 +428,8 @@ def reproduce(args) -> int:
         given = [flag for flag, value, default in (
             ("--user", args.user, "user"), ("--item", args.item, "item"),
             ("--chunk", args.chunk, None), ("--time", args.time, None),
-            ("--chunk-length", args.chunk_length, None)) if value != default]
+            ("--chunk-length", args.chunk_length, None), ("--origin", args.origin, None))
+            if value != default]
         if given:
             raise CommandError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} "
                                "to --data only; the generated log has no columns to choose")
@@ -401,20 +453,33 @@ def reproduce(args) -> int:
     checkpoints = None if args.no_checkpoints else out / "checkpoints"
     if args.resume and not (checkpoints / "config.json").is_file():
         raise CommandError(f"--resume: no checkpoints in {str(checkpoints)!r} (--out)")
+    saved_models = {}
+    if args.save_model is not None:
+        from .persistence import _import_skops
+
+        try:
+            _import_skops()
+        except ImportError as exc:
+            raise CommandError(f"--save-model: {exc}") from None
+
+        def save(method, model, paired):
+            saved_models.update(save_models(method, model, test, Path(args.save_model),
+                                            chunking, paired=paired))
     try:
-        stages = Stages(checkpoints, resume=args.resume, config=_config(args),
-                        may_differ=("baselines",))
+        stages = (Stages if args.save_model is None else partial(SavingStages, save=save))(
+            checkpoints, resume=args.resume, config=_config(args), may_differ=("baselines",))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     drawn = None if args.preset is None else _draw(args, stages)
 
     def load():
-        log, source = _load(args, drawn)
+        log, source, chunking = _load(args, drawn)
         if len(log) == 0:
             raise CommandError(f"{source} holds no engagements")
-        return compact_log(log), source
+        return compact_log(log), source, chunking
 
-    log, source = stages.run("load", load, work=0)
+    # a checkpoint of a run from before the chunking was kept holds (log, source)
+    log, source, chunking = (*stages.run("load", load, work=0), None)[:3]
     stages.stages[-1].work = len(log)
     if log.chunk.min() == log.chunk.max():
         raise CommandError(f"{source} holds one chunk ({log.chunk.min()}); the experiment "
@@ -466,6 +531,11 @@ def reproduce(args) -> int:
           f"{stages.table()}\n")
     (out / "stages.json").write_text(json.dumps(
         {**stages.to_dict(), "seconds": time.perf_counter() - started}, indent=1))
+    if args.save_model is not None:
+        missed = [name for name in reports if name not in saved_models]
+        print("models: " + ", ".join(f"{name} {path}" for name, path in saved_models.items())
+              + (f"; not saved (their reports came from the checkpoints of an earlier "
+                 f"run): {', '.join(missed)}" if missed else ""))
     print(f"table: {out / 'results.md'}; {time.perf_counter() - started:.0f} s in all")
     return 0
 
@@ -476,8 +546,12 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    from ._commands import fit_command, recommend_command, update_command
+
+    command = {"serve": serve, "reproduce": reproduce, "fit": fit_command,
+               "update": update_command, "recommend": recommend_command}[args.command]
     try:
-        return serve(args) if args.command == "serve" else reproduce(args)
+        return command(args)
     except CommandError as exc:
         print(f"sklearn-micro: error: {exc}", file=sys.stderr)
     except (OSError, ValueError, ImportError) as exc:
