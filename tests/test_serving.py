@@ -532,6 +532,40 @@ def test_restart_serves_the_newest_snapshot_newer_than_model(micro, model_file):
     assert _served_chunk(model_file) == (5, model_file)
 
 
+def test_snapshot_of_models_own_chunk_is_not_served(micro, model_file):
+    """A snapshot whose chunk equals MODEL's own: MODEL is served (a snapshot must be
+    newer)."""
+    other = MiCRO(random_state=1).fit(X_TRAIN, item_interest=(np.unique(X_TRAIN.item),
+                                                              np.unique(X_TRAIN.item) % 4))
+    _snapshot(other, model_file, micro.latest_chunk_)
+    assert _served_chunk(model_file) == (micro.latest_chunk_, model_file)
+
+
+def test_snapshot_that_fails_to_warm_is_removed_and_the_previous_served(
+        micro, model_file, monkeypatch):
+    """The second update's snapshot is published, then fails to warm: the model before
+    keeps serving, the snapshot is removed, and a restart serves the one before it."""
+    from sklearn_micro.serving.model import ServedModel
+
+    warm = ServedModel.warm
+
+    def fail_on_chunk_5(self):
+        if self.chunk == 5:
+            raise RuntimeError("warming failed")
+        warm(self)
+
+    monkeypatch.setattr(ServedModel, "warm", fail_on_chunk_5)
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
+        assert _wait_live(c, 4)["chunk"] == 4
+        assert c.post("/chunks", json=_body(CHUNKS[1])).status_code == 202
+        health = _wait_live(c, 5)
+        assert health["chunk"] == 4 and "warming failed" in health["last_error"]["error"]
+    folder = model_file.parent / (model_file.name + ".d")
+    assert not (folder / "chunk-5.skops").exists()
+    assert _served_chunk(model_file) == (4, folder / "chunk-4.skops")
+
+
 def test_unreadable_snapshot_is_passed_over(micro, model_file):
     good = _snapshot(copy.deepcopy(micro).partial_fit(CHUNKS[0]), model_file, 4)
     (good.parent / "chunk-5.skops").write_bytes(b"not a zip file")
