@@ -24,34 +24,56 @@ INTERESTS = (TRAIN_ITEMS, (TRAIN_ITEMS // 4) % 3)
 USERS = np.concatenate([np.unique(X_TRAIN.user), [10**12]])
 
 
-def _answers(model):
+def _calls(model):
+    """The reads a reader makes, each a function of no argument."""
     items = [int(i) for i in TRAIN_ITEMS[:4]]
-    out = [model.recommend(USERS, 10), model.recommend(USERS, 10, allow=items * 2,
-                                                       history=[items[:2]] * len(USERS))]
+    # items of the latest chunk before the update and after it
+    allow = [int(i) for i in [*X_TRAIN.item[X_TRAIN.chunk == X_TRAIN.chunk.max()][:4],
+                              *FIRST.item[:4]]]
+    calls = [lambda: model.recommend(USERS, 10),
+             lambda: model.recommend(USERS, 10, allow=allow * 2,
+                                     history=[items[:2]] * len(USERS))]
     if isinstance(model, MiCRO):
-        out.append(model.similar_items(TRAIN_ITEMS, 5))
-        why = model.explain(int(USERS[0]), items, history=items[:1])
-        out.append((why.scores, why.contributions))
-    return out
+        calls.append(lambda: model.similar_items(TRAIN_ITEMS, 5))
+
+        def explain():
+            why = model.explain(int(USERS[0]), allow, history=items[:1])
+            return why.scores, why.contributions
+
+        calls.append(explain)
+    return calls
+
+
+def _answers(model):
+    return [call() for call in _calls(model)]
 
 
 def _equal(a, b) -> bool:
-    return all(np.array_equal(x, y) for pa, pb in zip(a, b, strict=True)
-               for x, y in zip(pa, pb, strict=True))
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+# the first methods each read calls on the state it took (`_published`'s view): slowed
+# there, a reader holds the state before while the update publishes the one after
+_READ_STEPS = {MiCRO: ("_check_recommend", "_mixtures"),
+               RecentItemsRecommender: ("_check_recommend",)}
 
 
 def _read_during_update(model, update, monkeypatch, slow_step):
-    """Answers of reader threads throughout ``update(model)``, with ``slow_step`` (a
-    method of the model's class called in the middle of an update) slowed down so that a
-    reader lands inside the update."""
+    """Readers on threads throughout ``update(model)``, ``slow_step`` (a method of the
+    model's class called in the middle of an update) slowed down so that readers land
+    inside the update. Reads are slowed between their taking of the published state and
+    its use, and each call's first read during the update waits there until the update
+    has published (which waits for them): it straddles the swap. Every read must answer
+    from the state it took, whole."""
     before = _answers(model)
     after_model = copy.deepcopy(model)
     update(after_model)
     after = _answers(after_model)
-    assert not _equal(before, after), "the chunk must change the answers"
+    for b, a in zip(before, after, strict=True):
+        assert not _equal(b, a), "the chunk must change every answer"
 
-    cls, name = type(model), slow_step
-    step = getattr(cls, name)
+    cls = type(model)
+    step = getattr(cls, slow_step)
 
     def slow(self, *args, **kwargs):
         time.sleep(0.05)
@@ -59,35 +81,84 @@ def _read_during_update(model, update, monkeypatch, slow_step):
         time.sleep(0.05)
         return out
 
-    monkeypatch.setattr(cls, name, slow)
-    seen, errors = [], []
+    monkeypatch.setattr(cls, slow_step, slow)
+    state_before = model.__dict__
+    calls = _calls(model)
+    local = threading.local()
+    # one reader per call, whose first read of the state before waits for the swap
+    reading = [threading.Event() for _ in calls]
+    published = threading.Event()
+
+    def held(name):
+        read_step = getattr(cls, name)
+
+        def hold(self, *args, **kwargs):
+            if getattr(local, "took", "update") is None:
+                local.took = self.__dict__
+                if (local.during and self.__dict__ is state_before
+                        and not reading[local.call].is_set()):
+                    reading[local.call].set()  # this read straddles the swap
+                    published.wait(30)
+                else:
+                    time.sleep(0.002)
+            return read_step(self, *args, **kwargs)
+
+        return hold
+
+    for name in _READ_STEPS[cls]:
+        monkeypatch.setattr(cls, name, held(name))
+    publish = cls._publish
+
+    def publish_once_read(self, *args, **kwargs):
+        for event in reading:
+            event.wait(30)
+        publish(self, *args, **kwargs)
+        published.set()
+
+    monkeypatch.setattr(cls, "_publish", publish_once_read)
+    reads, errors = [], []
+    updating = threading.Event()
     done = threading.Event()
 
-    def read():
+    def read(j):
+        local.call = j
         try:
-            while not done.is_set():
-                seen.append(_answers(model))
-            seen.append(_answers(model))
+            while True:
+                last = done.is_set()
+                local.took = None
+                local.during = updating.is_set() and not published.is_set()
+                answer = calls[j]()
+                reads.append((j, local.took, local.during, published.is_set(), answer))
+                if last:
+                    return
         except BaseException as error:  # noqa: BLE001 - reported below
             errors.append(error)
 
-    readers = [threading.Thread(target=read) for _ in range(3)]
+    readers = [threading.Thread(target=read, args=(j,)) for j in range(len(calls))]
     for t in readers:
         t.start()
     try:
+        updating.set()
         update(model)
     finally:
+        for event in reading:
+            event.set()
         done.set()
         for t in readers:
             t.join()
     assert not errors, errors
-    # each call (one answer) sees one state: the one before or the one after
-    for s in seen:
-        for got, want_before, want_after in zip(s, before, after, strict=True):
-            assert _equal([got], [want_before]) or _equal([got], [want_after]), \
-                "a call saw a mix of two states"
-    assert any(_equal(s, before) for s in seen) or any(_equal(s, after) for s in seen)
-    assert _equal(_answers(model), after)
+    assert published.is_set() and model.__dict__ is not state_before
+    # each read answers from the state it took, whole: the one before or the one after
+    for j, took, _, _, answer in reads:
+        assert took is state_before or took is model.__dict__, "a read took no state"
+        want = before[j] if took is state_before else after[j]
+        assert _equal(answer, want), "a read answered from another state than it took"
+    straddled = {j for j, took, _, swapped, _ in reads if took is state_before and swapped}
+    assert straddled == set(range(len(calls))), \
+        "a read of each call must take the state before and answer after the swap"
+    assert sum(during for _, _, during, _, _ in reads) >= len(calls), \
+        "reads must answer during the update"
+    assert all(_equal(got, want) for got, want in zip(_answers(model), after, strict=True))
 
 
 @pytest.mark.parametrize("params", [{"personal": 0, "popularity": 0, "phi_decay": 0},

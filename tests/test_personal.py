@@ -160,6 +160,49 @@ def test_recommend_equals_a_dense_computation_of_s(log, m, personal, window, dec
         assert (items[row, n_ranked:] == -1).all() and np.isneginf(scores[row, n_ranked:]).all()
 
 
+def wide_interests_log(n_interests=130, n_users=300, n_items=60, seed=0):
+    """A log of K = ``n_interests`` > 64 interests, where interests ``k`` and ``k + 64``
+    share a bit of the threshold kernel's masks: user u's support is ``{a, a + 64}`` (and
+    ``a + 128`` when below K) for ``a = u % 66``, from one training item per interest;
+    in the chunk after, every user engages 5 of ``n_items`` new items, so each new item
+    holds counts in many interests, pairs sharing a bit among them. Returns the training
+    log, the training items' interests and the chunk."""
+    rng = np.random.default_rng(seed)
+    train = []
+    for u in range(n_users):
+        a = u % 66
+        for k in (a, a + 64, a + 128):
+            if k < n_interests:
+                train.append((u, 10_000 + k, 0))
+    chunk = [(u, 20_000 + int(i), 1) for u in range(n_users)
+             for i in rng.choice(n_items, 5, replace=False)]
+    train_items = 10_000 + np.arange(n_interests)
+    return np.array(train), (train_items, np.arange(n_interests)), np.array(chunk)
+
+
+@pytest.mark.parametrize("personal, popularity", [(0, 0), (0.3, 0), (0.3, 2.0)])
+def test_recommend_over_more_than_64_interests_equals_a_dense_computation(personal,
+                                                                          popularity):
+    """Through `recommend`, K = 130: items in interests ``k`` and ``k + 64`` (the same
+    mask bit), for users of both, are scored as the dense computation of ``s(i)``."""
+    train, interests, chunk = wide_interests_log()
+    model = MiCRO(personal=personal, popularity=popularity, phi_decay=0,
+                  random_state=0).fit(train, item_interest=interests).partial_fit(chunk)
+    k = np.repeat(np.arange(model.n_interests_), np.diff(model.phi_indptr_))
+    pairs = set(zip(model.phi_item_.tolist(), k.tolist(), strict=True))
+    assert any((i, kk + 64) in pairs for i, kk in pairs), "items of k and k + 64"
+    users = np.append(np.arange(0, 300, 7), 10**6)
+    m = 12
+    items, scores = model.recommend(users, m)
+    dense, _ = dense_personal_scores(model, users, np.vstack([train, chunk]), personal)
+    for row in range(users.shape[0]):
+        position = model.item_ids_.lookup(items[row])
+        assert (position >= 0).all() and np.unique(items[row]).shape[0] == m
+        np.testing.assert_allclose(scores[row], dense[row, position], rtol=1e-6, atol=1e-12)
+        np.testing.assert_allclose(scores[row], np.sort(dense[row])[::-1][:m], rtol=1e-6,
+                                   atol=1e-12)
+
+
 def unlucky_sample_log(n_items=CUT_SAMPLE * 10):
     """A log whose latest chunk gives the top-m kernels' sampled cut too high: one interest,
     every user's support; ``n_items`` items, every tenth engaged 10 to 19 times and the
@@ -462,8 +505,9 @@ SMALL_POPULARITY_GRID = (0.0, 0.3, 10.0)
 
 
 def _selection(model, log, grid=_held_out.PERSONAL_GRID,
-               popularity_grid=_held_out.POPULARITY_GRID, metric="recall"):
-    """`select_blend_weights` on ``log`` with ``model``'s settings, every user ranked."""
+               popularity_grid=_held_out.POPULARITY_GRID, metric="recall", max_users=10**9):
+    """`select_blend_weights` on ``log`` with ``model``'s settings, every user ranked
+    (or ``max_users`` of them per held-out chunk)."""
     u = model.user_ids_.lookup(log.user)
     i = model.item_ids_.lookup(log.item)
     z = model.item_interest_[i]
@@ -474,14 +518,17 @@ def _selection(model, log, grid=_held_out.PERSONAL_GRID,
         training, grid, popularity_grid, alpha=model.alpha, beta=model.beta,
         phi_decay=model.phi_decay_, window=model.personal_window,
         decay=model.personal_decay, min_count=model.phi_min_count, metric=metric,
-        max_users=10**9)
+        max_users=max_users)
 
 
-def _brute_force_selection(log, interests, model, grid, popularity_grid, metric):
+def _brute_force_selection(log, interests, model, grid, popularity_grid, metric,
+                           max_users=None):
     """Each of the last 4 chunks held out: MiCRO fitted on the chunks before it with each
     pair of weights (the paper's model for (0, 0)), its recommend scored on the users with
     a recent item or, with a popularity weight in the grid, any engagement before, the
-    pair chosen by the documented rule."""
+    pair chosen by the documented rule. With ``max_users``, only that many of those users
+    are scored per chunk, evenly spread over their indices in ``model`` (each chunk must
+    hold more)."""
     from sklearn_micro.metrics import mrr_at, recall_at
 
     pairs = [(lam, w) for w in popularity_grid for lam in grid]
@@ -494,6 +541,11 @@ def _brute_force_selection(log, interests, model, grid, popularity_grid, metric)
         window = (train.chunk > before - model.personal_window)
         ranked = train.user if max(popularity_grid) > 0 else train.user[window]
         users = np.intersect1d(np.unique(now.user), np.unique(ranked))
+        if max_users is not None:
+            assert users.shape[0] > max_users, "the sample must run"
+            by_index = users[np.argsort(model.user_ids_.lookup(users))]
+            users = by_index[[round(j * (users.shape[0] - 1) / (max_users - 1))
+                              for j in range(max_users)]]
         relevant = [set(now.item[now.user == user].tolist()) for user in users]
         for g, (lam, w) in enumerate(pairs):
             fitted_before = MiCRO(personal=lam, popularity=w,
@@ -533,6 +585,28 @@ def test_learned_weights_equal_a_brute_force_selection(seed, n_interests, phi_mi
     assert scores.keys() == want_scores.keys()
     for pair in scores:
         np.testing.assert_allclose(scores[pair], want_scores[pair], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed, metric", [(3, "recall"), (4, "mrr")])
+def test_learned_weights_on_a_sample_of_users_equal_a_brute_force_on_it(seed, metric):
+    """Held-out chunks of more users than ``max_users``: the choice scores the sample
+    (evenly spread over the users' indices) as the brute force does on the same users."""
+    log = make_engagements(n_users=300, n_items=600, n_chunks=8, n_interests=8,
+                           n_engagements=4000, random_state=seed)
+    interests = _interests_of(log, 8)
+    model = MiCRO(personal="learned", phi_decay="auto", personal_window=3, random_state=0)
+    model.fit(log, item_interest=interests)
+    best, scores = _selection(model, log, SMALL_GRID, SMALL_POPULARITY_GRID, metric,
+                              max_users=40)
+    want_best, want_scores = _brute_force_selection(log, interests, model, SMALL_GRID,
+                                                    SMALL_POPULARITY_GRID, metric,
+                                                    max_users=40)
+    assert best == want_best
+    assert scores.keys() == want_scores.keys()
+    for pair in scores:
+        np.testing.assert_allclose(scores[pair], want_scores[pair], rtol=1e-12, atol=1e-12)
+    everyone = _selection(model, log, SMALL_GRID, SMALL_POPULARITY_GRID, metric)[1]
+    assert everyone != scores
 
 
 def test_learned_weight_is_zero_without_repeats_and_positive_with_only_repeats():

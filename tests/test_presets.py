@@ -58,6 +58,21 @@ def test_write_preset_streams_the_draw_to_parquet(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+@pytest.mark.parametrize("preset", ["follow", "fave"])
+def test_iter_preset_draws_by_its_random_state(preset):
+    """The same seed draws the same log, another seed another one (the first chunk of
+    each is compared, the draw being lazy); `write_preset` writes what `iter_preset`
+    draws with its seed (`test_write_preset_streams_the_draw_to_parquet`)."""
+    def first(seed):
+        return next(iter(iter_preset(preset, 0.01, random_state=seed)))
+
+    a, again, b = first(3), first(3), first(4)
+    for column in ("user", "item", "chunk"):
+        assert np.array_equal(getattr(a, column), getattr(again, column))
+    assert not (len(a) == len(b) and np.array_equal(a.user, b.user)
+                and np.array_equal(a.item, b.item))
+
+
 def _args(out, **given):
     args = cli._parser().parse_args(["reproduce", "--out", str(out), *given.pop("argv", [])])
     return argparse.Namespace(**{**vars(args), **given})

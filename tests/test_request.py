@@ -166,27 +166,104 @@ def test_new_user_with_history_gets_a_personal_answer():
     assert not np.array_equal(got, popular)
     mixture = model.user_interests([10**12]).toarray()
     assert mixture.sum() == 0
-    # the same as a user whose support is that interest alone
+    # the same answer as a user whose support is that interest alone: both mixtures are
+    # that interest's, all of it
+    k0 = int(k[k >= 0][0])
     owner = [u for u in np.unique(X_TRAIN.user)
-             if set(model.user_interests([u]).indices) == {int(k[k >= 0][0])}]
-    if owner:
-        theta = model.user_interests(owner[:1])
-        assert theta.nnz == 1
+             if set(model.user_interests([u]).indices) == {k0}]
+    assert owner, "the log must hold a user of that interest alone"
+    assert_allclose(model.explain(10**12, [], history=list(items)).weights, [1.0])
+    want = model.recommend(owner[:1], 10)
+    got_new = model.recommend([10**12], 10, history=[list(items)])
+    assert_array_equal(got_new[0], want[0])
+    assert_allclose(got_new[1], want[1], rtol=1e-12)
 
 
-def test_history_counts_its_items_interests_and_personal_component():
-    model = MODELS["personal"]
-    user = int(np.unique(X_TRAIN.user)[0])
-    theta = model.user_interests([user]).toarray()[0]
-    item = int(ITEMS[model.item_interest_[model.item_ids_.lookup(ITEMS)] >= 0][-1])
-    k = int(model.item_interest_[model.item_ids_.lookup([item])[0]])
-    why = model.explain(user, [item], history=[item, item])
-    with_history = dict(zip(why.interests.tolist(), why.weights, strict=True))
-    count = model.support_count_[model.support_indptr_[0]:model.support_indptr_[1]]
-    assert with_history[k] > theta[k]
-    assert_allclose(sum(with_history.values()), 1.0)
-    assert why.personal[0] > 0 and why.personal_weight == model.personal_weight_
-    assert count.sum() > 0
+def _oracle_scores(model, user, history):
+    """``s(i)`` of every item `recommend` ranks for ``user``, computed from the fitted
+    arrays by the documented formula, with ``history`` counted in by hand: each engagement
+    adds 1 to ``N[u, k_i]`` (its item's main interest) and joins the recent items at
+    ``1 / personal_decay``. Returns ``({k: theta_u[k]}, {i: r_u(i)}, lam, {i: s(i)})``
+    over model indices."""
+    u = model.user_ids_.lookup(np.array([user]))[0]
+    counts = {}
+    if u >= 0:
+        lo, hi = model.support_indptr_[u], model.support_indptr_[u + 1]
+        for k, c in zip(model.support_interest_[lo:hi], model.support_count_[lo:hi],
+                        strict=True):
+            counts[int(k)] = float(c)
+    known = [int(i) for i in model.item_ids_.lookup(np.array(history, np.int64)) if i >= 0]
+    for i in known:
+        k = int(model.item_interest_[i])
+        if k >= 0:
+            counts[k] = counts.get(k, 0.0) + 1.0
+    total = sum(model.alpha + c for c in counts.values())
+    theta = {k: (model.alpha + c) / total for k, c in counts.items()}
+    recent = {}
+    if model.personal_weight_ > 0:
+        if u >= 0:
+            lo, hi = model.recent_indptr_[u], model.recent_indptr_[u + 1]
+            for i, w in zip(model.recent_item_[lo:hi], model.recent_weight_[lo:hi],
+                            strict=True):
+                recent[int(i)] = recent.get(int(i), 0.0) + float(w)
+        for i in known:
+            recent[i] = recent.get(i, 0.0) + 1.0 / model.personal_decay
+    r_total = sum(recent.values())
+    r_u = {i: w / r_total for i, w in recent.items()}
+    lam = model.personal_weight_ if r_u else 0.0
+    # phi over the latest chunk's items, N[i, k, t] per (item, interest)
+    n_items = model.chunk_items_.shape[0]
+    n_it = {}
+    for k in range(model.n_interests_):
+        lo, hi = model.phi_indptr_[k], model.phi_indptr_[k + 1]
+        for pos, c in zip(model.phi_item_[lo:hi], model.phi_count_[lo:hi], strict=True):
+            n_it[int(pos), k] = float(c)
+    share = model.chunk_item_count_ / model.chunk_item_count_.sum()
+    w = model.popularity_weight_ if theta else 1.0
+    scores = {}
+    for pos, i in enumerate(model.chunk_items_.tolist()):
+        p = sum(t * (model.beta + n_it.get((pos, k), 0.0))
+                / (n_items * model.beta + model.interest_count_[k]) for k, t in theta.items())
+        scores[i] = (1 - lam) * (p + w * share[pos]) + lam * r_u.get(i, 0.0)
+    for i, r in r_u.items():
+        scores.setdefault(i, lam * r)
+    return theta, r_u, lam, scores
+
+
+@pytest.mark.parametrize("name", ["paper", "personal", "blend"])
+@pytest.mark.parametrize("which", ["trained", "new"])
+def test_history_counts_as_the_documented_formula_says(name, which):
+    """A history engagement adds 1 to ``N[u, k_i]`` in ``theta_u`` and weighs ``1 /
+    personal_decay`` in ``r_u``: `explain`'s terms and `recommend`'s scores equal those
+    computed by hand from the fitted arrays."""
+    model = MODELS[name]
+    user = 10**12
+    if which == "trained":  # a user with interests outside its support
+        user = next(int(u) for u in np.unique(X_TRAIN.user)
+                    if 0 < model.user_interests([u]).nnz < model.n_interests_)
+    k = model.item_interest_[model.item_ids_.lookup(ITEMS)]
+    support = set(model.user_interests([user]).indices.tolist())
+    outside = [int(i) for i in ITEMS[(k >= 0) & ~np.isin(k, list(support))]][:1]
+    inside = [int(i) for i in ITEMS[np.isin(k, list(support))]][:1]
+    # twice the same item, one of an interest outside the support, an unknown id
+    history = inside * 2 + outside + [int(ITEMS[-1]), 123456789]
+    theta, r_u, lam, want = _oracle_scores(model, user, history)
+    assert len(theta) > len(support)
+    why = model.explain(user, ITEMS, history=history)
+    assert_allclose(why.weights, [theta[k] for k in why.interests.tolist()], rtol=1e-12)
+    assert set(why.interests.tolist()) == set(theta)
+    assert why.personal_weight == lam
+    index = model.item_ids_.lookup(ITEMS)
+    assert_allclose(why.personal, [lam * r_u.get(int(i), 0.0) if int(i) in want else 0.0
+                                   for i in index], rtol=1e-6, atol=1e-15)
+    assert_allclose(why.scores, [want.get(int(i), -np.inf) for i in index], rtol=1e-6)
+    # recommend ranks by those scores: the best items first, each with its score
+    m = 8
+    items, scores = model.recommend([user], m, history=[history])
+    got = model.item_ids_.lookup(items[0])
+    assert_allclose(scores[0], [want[int(i)] for i in got], rtol=1e-6)
+    best = np.sort(np.fromiter(want.values(), float))[::-1][:m]
+    assert_allclose(scores[0], best, rtol=1e-6)
 
 
 def test_personal_off_uses_history_for_interest_weights_only():
@@ -249,6 +326,39 @@ def test_similar_items_of_a_new_item_follow_its_interests():
         assert item not in similar[r]
         assert (similar[r] != -1).all() and (np.diff(scores[r]) <= 0).all()
     assert any(not np.array_equal(row, popular) for row in similar)
+
+
+@pytest.mark.parametrize("name", ["paper", "personal"])
+def test_similar_items_scores_are_the_items_mixture_times_phi(name):
+    """``p(j | i) = sum_k p(k|i) * phi[k, t][j]``, with ``p(k|i) = N[i, k, t] / sum_k
+    N[i, k, t]`` (or the main interest for an item without counts in the latest chunk)
+    and ``phi[k, t][j] = (beta + N[j, k, t]) / (I_t * beta + N[k, t])``, computed by hand
+    from the fitted arrays."""
+    model = MODELS[name]
+    n_items = model.chunk_items_.shape[0]
+    count = np.zeros((n_items, model.n_interests_))
+    for k in range(model.n_interests_):
+        lo, hi = model.phi_indptr_[k], model.phi_indptr_[k + 1]
+        count[model.phi_item_[lo:hi], k] = model.phi_count_[lo:hi]
+    phi = (model.beta + count) / (n_items * model.beta + model.interest_count_)[None, :]
+    in_chunk = model.item_ids_.ids[model.chunk_items_]
+    trained = [int(i) for i in np.setdiff1d(ITEMS, in_chunk)[:3]]
+    asked = [int(i) for i in in_chunk[::4]] + trained
+    m = 6
+    similar, scores = model.similar_items(asked, m)
+    for r, item in enumerate(asked):
+        index = model.item_ids_.lookup(np.array([item]))[0]
+        pos = np.flatnonzero(model.chunk_items_ == index)
+        row = count[pos[0]] if pos.size and count[pos[0]].sum() > 0 else None
+        if row is None:
+            row = np.zeros(model.n_interests_)
+            row[model.item_interest_[index]] = 1.0
+        want = phi @ (row / row.sum())
+        want[model.chunk_items_ == index] = -np.inf  # the item itself left out
+        got = model.item_ids_.lookup(similar[r])
+        local = [int(np.flatnonzero(model.chunk_items_ == i)[0]) for i in got]
+        assert_allclose(scores[r], want[local], rtol=1e-12)
+        assert_allclose(scores[r], np.sort(want)[::-1][:m], rtol=1e-12)
 
 
 def test_similar_items_filters_equal_a_brute_force_filter():

@@ -3,6 +3,7 @@
 import asyncio
 import copy
 import pickle
+import threading
 import time
 
 import numpy as np
@@ -110,33 +111,132 @@ def test_no_users_no_rows(client):
     assert client.post("/recommend", json={"users": []}).json() == {"items": [], "scores": []}
 
 
-def test_concurrent_requests_are_batched_and_equal(model_file, micro):
-    """Requests sent together are answered by fewer model calls, each answer equal to the
-    in-process model's."""
-    bodies = [{"users": USERS[j % len(USERS):][:3], "m": 3 + j % 2,
-               "exclude_seen": j % 3 == 0} for j in range(24)]
-
+def _send_together(model_file, bodies, path="/recommend", **options):
+    """``bodies`` posted to ``path`` at once to a `Service` (``options``), with the
+    answers, the /metrics text after them and the service's batcher; bounded in time."""
     async def run():
-        service = Service(model_file, limits=LIMITS, batch_wait=0.01, update_in_process=True)
+        service = Service(model_file, batch_wait=0.01, update_in_process=True, **options)
         app = create_app(service=service)
         await service.start()
         try:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
-                answers = await asyncio.gather(*(c.post("/recommend", json=b)
-                                                 for b in bodies))
+                answers = await asyncio.gather(*(c.post(path, json=b) for b in bodies))
                 metrics = (await c.get("/metrics")).text
         finally:
             await service.stop()
-        return answers, metrics
+        return answers, metrics, service.batcher
 
-    answers, metrics = asyncio.run(run())
+    # on a thread of its own, so that a batcher stuck in its loop fails the test
+    out = []
+    thread = threading.Thread(target=lambda: out.append(asyncio.run(run())), daemon=True)
+    thread.start()
+    thread.join(120)
+    assert out, "the service did not answer within 120 s"
+    return out[0]
+
+
+def _metric(metrics: str, name: str) -> float:
+    return float(next(line.split()[-1] for line in metrics.splitlines()
+                      if line.startswith(name + " ")))
+
+
+def test_concurrent_requests_are_batched_and_equal(model_file, micro):
+    """Requests sent together are answered by fewer model calls, each answer equal to the
+    in-process model's; every request is answered by a batched call that succeeded."""
+    bodies = [{"users": USERS[j % len(USERS):][:3], "m": 3 + j % 2,
+               "exclude_seen": j % 3 == 0} for j in range(24)]
+    answers, metrics, batcher = _send_together(model_file, bodies, limits=LIMITS)
     for body, answer in zip(bodies, answers, strict=True):
         assert answer.json() == _as_answer(*micro.recommend(
             body["users"], body["m"], exclude_seen=body["exclude_seen"]))
-    calls = float(next(line.split()[-1] for line in metrics.splitlines()
-                       if line.startswith("micro_batch_requests_count")))
+    # model calls that answered, and the requests they answered: all of them, batched
+    calls = _metric(metrics, "micro_batch_requests_count")
     assert calls < len(bodies)
+    assert _metric(metrics, "micro_batch_requests_sum") == len(bodies)
+    assert batcher.n_batched > 0 and batcher.n_fallbacks == 0
+    assert _metric(metrics, "micro_batch_fallbacks_total") == 0
+
+
+@pytest.mark.parametrize("first_has_history", [False, True])
+def test_requests_differing_only_in_history_are_answered_as_alone(model_file, micro,
+                                                                  first_has_history):
+    """Requests of the same ``m`` and options, some with a history and some without, sent
+    together: each answer is the one-by-one answer, by batched calls that succeeded."""
+    history = [[int(i) for i in X_NEXT.item.unique()[j:j + 2]] for j in range(3)]
+    bodies = [{"users": USERS[j % 6:j % 6 + 3], "m": 5,
+               **({"history": history} if (j % 2 == 0) == first_has_history else {})}
+              for j in range(12)]
+    answers, metrics, batcher = _send_together(model_file, bodies)
+    for body, answer in zip(bodies, answers, strict=True):
+        options = {"history": body["history"]} if "history" in body else {}
+        assert answer.json() == _as_answer(*micro.recommend(body["users"], 5, **options))
+    assert batcher.n_batched > 0 and batcher.n_fallbacks == 0
+    assert _metric(metrics, "micro_batch_requests_sum") == len(bodies)
+
+
+def test_a_request_of_more_users_than_max_batch_is_answered(model_file, micro):
+    """``max_batch`` 4: a request of 12 users is a batch alone, answered whole, beside
+    small ones."""
+    users = USERS + [*X_TRAIN.user.unique()[6:9].tolist()]
+    assert len(users) > 4
+    bodies = [{"users": users, "m": 4}, {"users": USERS[:2], "m": 4},
+              {"users": users[::-1], "m": 4}, {"users": USERS[2:4], "m": 4}]
+    answers, metrics, _ = _send_together(model_file, bodies, max_batch=4)
+    for body, answer in zip(bodies, answers, strict=True):
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == _as_answer(*micro.recommend(body["users"], 4))
+    assert _metric(metrics, "micro_batch_rows_sum") == sum(len(b["users"]) for b in bodies)
+
+
+def test_a_failed_batched_call_is_answered_one_by_one_and_logged(model_file, micro,
+                                                                 monkeypatch, caplog):
+    """A batched call that raises: each request gets its own answer, by a call of its
+    own; the fallback is logged and counted."""
+    from sklearn_micro.serving.model import ServedModel
+
+    recommend = ServedModel.recommend
+
+    def alone_only(self, requests):
+        if len(requests) > 1:
+            raise RuntimeError("the batched call broke")
+        return recommend(self, requests)
+
+    monkeypatch.setattr(ServedModel, "recommend", alone_only)
+    bodies = [{"users": USERS[j % 6:j % 6 + 2], "m": 3} for j in range(12)]
+    with caplog.at_level("WARNING", logger="sklearn_micro.serving"):
+        answers, metrics, batcher = _send_together(model_file, bodies)
+    for body, answer in zip(bodies, answers, strict=True):
+        assert answer.json() == _as_answer(*micro.recommend(body["users"], 3))
+    assert batcher.n_fallbacks > 0 and batcher.n_batched == 0
+    assert _metric(metrics, "micro_batch_requests_count") == len(bodies)
+    assert any("answered one by one" in r.getMessage() and "the batched call broke"
+               in r.getMessage() for r in caplog.records)
+
+
+def test_the_fallback_counter_counts_the_batchers_fallbacks():
+    """`Metrics.batch_fallbacks` as the batcher's ``on_fallback``: one per batched call
+    that raised, none for a request alone whose call raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sklearn_micro.serving.batcher import Batcher
+    from sklearn_micro.serving.metrics import Metrics
+    from sklearn_micro.serving.requests import RecommendRequest
+
+    metrics = Metrics()
+
+    def answer(model, requests):
+        if len(requests) > 1 or requests[0].users == [0]:
+            raise ValueError("no")
+        return [r.users for r in requests]
+
+    batcher = Batcher(answer, ThreadPoolExecutor(1), on_fallback=metrics.batch_fallbacks.inc)
+    got = batcher._answer_all([(None, RecommendRequest(users=[u], m=1), None, 0)
+                               for u in (1, 2, 0)])
+    assert got[:2] == [[1], [2]] and isinstance(got[2], ValueError)
+    assert batcher._answer_all([(None, RecommendRequest(users=[0], m=1), None, 0)])
+    assert batcher.n_fallbacks == 1
+    assert "micro_batch_fallbacks_total 1.0" in metrics.text().decode()
 
 
 ITEMS = sorted(X_NEXT.item.unique().tolist())[:6] + [77777]
@@ -192,21 +292,11 @@ def test_concurrent_filtered_requests_are_batched_and_equal(model_file, micro):
         k: (v[j % 5:j % 5 + 3] if k == "history" or (
             isinstance(v, list) and v and isinstance(v[0], list)) else v)
         for k, v in FILTERED[j % len(FILTERED)].items()}} for j in range(24)]
-
-    async def run():
-        service = Service(model_file, batch_wait=0.01, update_in_process=True)
-        app = create_app(service=service)
-        await service.start()
-        try:
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
-                return await asyncio.gather(*(c.post("/recommend", json=b) for b in bodies))
-        finally:
-            await service.stop()
-
-    for body, answer in zip(bodies, asyncio.run(run()), strict=True):
+    answers, _, batcher = _send_together(model_file, bodies)
+    for body, answer in zip(bodies, answers, strict=True):
         options = {k: v for k, v in body.items() if k not in ("users", "m")}
         assert answer.json() == _as_answer(*micro.recommend(body["users"], 4, **options))
+    assert batcher.n_fallbacks == 0
 
 
 # ------------------------------------------------------------- bad requests
@@ -440,6 +530,40 @@ def test_restart_serves_the_newest_snapshot_newer_than_model(micro, model_file):
     newer = copy.deepcopy(after).partial_fit(CHUNKS[1])
     dump(newer, model_file)
     assert _served_chunk(model_file) == (5, model_file)
+
+
+def test_snapshot_of_models_own_chunk_is_not_served(micro, model_file):
+    """A snapshot whose chunk equals MODEL's own: MODEL is served (a snapshot must be
+    newer)."""
+    other = MiCRO(random_state=1).fit(X_TRAIN, item_interest=(np.unique(X_TRAIN.item),
+                                                              np.unique(X_TRAIN.item) % 4))
+    _snapshot(other, model_file, micro.latest_chunk_)
+    assert _served_chunk(model_file) == (micro.latest_chunk_, model_file)
+
+
+def test_snapshot_that_fails_to_warm_is_removed_and_the_previous_served(
+        micro, model_file, monkeypatch):
+    """The second update's snapshot is published, then fails to warm: the model before
+    keeps serving, the snapshot is removed, and a restart serves the one before it."""
+    from sklearn_micro.serving.model import ServedModel
+
+    warm = ServedModel.warm
+
+    def fail_on_chunk_5(self):
+        if self.chunk == 5:
+            raise RuntimeError("warming failed")
+        warm(self)
+
+    monkeypatch.setattr(ServedModel, "warm", fail_on_chunk_5)
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
+        assert _wait_live(c, 4)["chunk"] == 4
+        assert c.post("/chunks", json=_body(CHUNKS[1])).status_code == 202
+        health = _wait_live(c, 5)
+        assert health["chunk"] == 4 and "warming failed" in health["last_error"]["error"]
+    folder = model_file.parent / (model_file.name + ".d")
+    assert not (folder / "chunk-5.skops").exists()
+    assert _served_chunk(model_file) == (4, folder / "chunk-4.skops")
 
 
 def test_unreadable_snapshot_is_passed_over(micro, model_file):

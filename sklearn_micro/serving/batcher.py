@@ -6,17 +6,21 @@ oldest arrived, and grouped by key (same endpoint, ``m`` and options), each grou
 by one call of the batch kernels. The calls run one at a time on one thread, so compiled
 kernels are never entered from two threads at once and the event loop stays free to read
 and parse the next requests. A group whose call fails is answered request by request, so
-that one bad request gets its own error and the others their answers.
+that one bad request gets its own error and the others their answers; each such fallback
+is logged (a warning with the error) and counted (``on_fallback``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["Batcher"]
+
+log = logging.getLogger("sklearn_micro.serving")
 
 
 class Batcher:
@@ -34,16 +38,29 @@ class Batcher:
     max_wait : float
         Seconds a batch waits for more requests after its first, when the model is free.
     on_batch : callable, optional
-        ``on_batch(n_requests, n_rows)`` after each call (metrics).
+        ``on_batch(n_requests, n_rows)`` after each call that answered (metrics): a
+        group's batched call, or one request's own call after a fallback.
+    on_fallback : callable, optional
+        ``on_fallback()`` after each batched call of several requests that raised, its
+        requests then answered one by one (metrics).
+
+    Attributes
+    ----------
+    n_batched, n_fallbacks : int
+        Groups of several requests answered by their batched call, and groups whose
+        batched call raised.
     """
 
     def __init__(self, answer, executor: ThreadPoolExecutor, *, max_rows: int = 256,
-                 max_wait: float = 0.0, on_batch=None):
+                 max_wait: float = 0.0, on_batch=None, on_fallback=None):
         self.answer = answer
         self.executor = executor
         self.max_rows = max_rows
         self.max_wait = max_wait
         self.on_batch = on_batch
+        self.on_fallback = on_fallback
+        self.n_batched = 0
+        self.n_fallbacks = 0
         self._pending: deque = deque()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -118,16 +135,31 @@ class Batcher:
             try:
                 answers = self.answer(model, requests)
             except Exception as exc:  # noqa: BLE001
-                answers = ([exc] if len(requests) == 1
-                           else [self._one(model, r) for r in requests])
-            if self.on_batch is not None:
-                self.on_batch(len(requests), sum(r.n for r in requests))
+                if len(requests) == 1:
+                    answers = [exc]
+                else:
+                    self.n_fallbacks += 1
+                    log.warning("a batched call of %d requests (%s) failed, so they are "
+                                "answered one by one: %s: %s", len(requests),
+                                requests[0].key()[0], type(exc).__name__, exc)
+                    if self.on_fallback is not None:
+                        self.on_fallback()
+                    answers = [self._one(model, r) for r in requests]
+            else:
+                self.n_batched += len(requests) > 1
+                self._answered(requests)
             for p, answer in zip(positions, answers, strict=True):
                 results[p] = answer
         return results
 
     def _one(self, model, request):
         try:
-            return self.answer(model, [request])[0]
+            answer = self.answer(model, [request])[0]
         except Exception as exc:  # noqa: BLE001
             return exc
+        self._answered([request])
+        return answer
+
+    def _answered(self, requests: list) -> None:
+        if self.on_batch is not None:
+            self.on_batch(len(requests), sum(r.n for r in requests))

@@ -22,7 +22,8 @@ UPDATE_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 
 class Metrics:
-    """Requests by endpoint and status, their latency, the batches, the updates."""
+    """Requests by endpoint and status, their latency, the batches (and the batched calls
+    that fell back to one call per request), the updates."""
 
     def __init__(self):
         self.registry = CollectorRegistry()
@@ -36,6 +37,9 @@ class Metrics:
                                         "model call.", buckets=BATCH_BUCKETS, registry=r)
         self.batch_rows = Histogram("micro_batch_rows", "Users (or items) ranked by one "
                                     "model call.", buckets=BATCH_BUCKETS, registry=r)
+        self.batch_fallbacks = Counter("micro_batch_fallbacks", "Batched calls of several "
+                                       "requests that raised, their requests then answered "
+                                       "one by one.", registry=r)
         self.updates = Counter("micro_updates", "Chunk updates finished, by outcome "
                                "(applied or failed).", ["outcome"], registry=r)
         self.update_seconds = Histogram("micro_update_seconds", "Time from a chunk taken from "
