@@ -36,11 +36,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 from _harness import header  # noqa: E402
 
 import sklearn_micro.micro as micro_module  # noqa: E402
-from sklearn_micro._kernels.threshold import (  # noqa: E402
-    RANKED_KEYS,
-    ROW_RUN,
-    _threshold_rows,
-)
+from sklearn_micro._kernels.threshold import ROW_RUN, _threshold_rows  # noqa: E402
 from sklearn_micro._kernels.topm import mixture_topm, personal_topm  # noqa: E402
 from sklearn_micro.experiment import iter_chunks, load_checkpoint, split_chunks  # noqa: E402
 
@@ -88,14 +84,12 @@ def main(argv=None):
     header("MiCRO's ranking: threshold against scatter", "ranking.py", argv)
     model, call, kwargs, n_calls = captured_arguments(args.out, args.users, args.seed)
     chunk = model._grouped_chunk()
-    if chunk["ranked"]["desc_item"] is not call[10]:
+    queries, recent, kernel_chunk, lists, seen, m, threads = call
+    if chunk["ranked"].desc_item is not lists.desc_item:
         raise SystemExit("the first ranking call was not over the model's own chunk: the "
                          "scatters would read another chunk's entries")
-    (q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr), rest = \
-        call[:10], call[10 + len(RANKED_KEYS):]
-    pop, share, items, sorted_items, local_of, pop_order, seen_ptr, seen_items, m, threads \
-        = rest
-    phi_item, phi_cnt = chunk["phi_item"], chunk["phi_count"]
+    q_ptr, q_k = queries.indptr, queries.interest
+    phi_ptr, phi_item, items = kernel_chunk.phi_indptr, kernel_chunk.phi_item, kernel_chunk.items
     entries = np.diff(phi_ptr)[q_k]
     print(f"{q_ptr.size - 1:,} users, {np.diff(q_ptr).mean():.1f} interests and "
           f"{entries.sum() / (q_ptr.size - 1):,.0f} entries of them a user; chunk of "
@@ -111,20 +105,16 @@ def main(argv=None):
         return _threshold_rows(order, *call, True, True, ROW_RUN)[:5]
 
     def paper_scatter():
-        return mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, pop, items,
-                            seen_ptr, seen_items, m, threads)
+        return mixture_topm(queries, kernel_chunk, seen, m, threads)
 
     def scatter():
-        blended = personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
-                                phi_ptr, phi_item, phi_cnt, pop, share, items, sorted_items,
-                                local_of, pop_order, seen_ptr, seen_items, m, threads)
+        blended = personal_topm(queries, recent, kernel_chunk, seen, m, threads)
         return (*blended, *paper_scatter())
 
     def paper_threshold():
         return micro_module.threshold_topm(*call, paper=True, blended=False)[2:]
 
-    lists = chunk["ranked"]
-    nbytes = sum(lists[key].nbytes for key in RANKED_KEYS)
+    nbytes = sum(array.nbytes for array in lists)
     print(f"the lists: {nbytes / 2**20:.0f} MiB, {nbytes / phi_item.size:.0f} bytes an entry "
           f"(made once a chunk, on its first ranking)")
     runs = {"threshold": threshold, "threshold, users in the call's order": threshold_as_given,

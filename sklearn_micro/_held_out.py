@@ -14,7 +14,8 @@ import numpy as np
 
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
-from ._kernels.topm import personal_ranks, retrieval_phi
+from ._kernels.selection import ItemRows
+from ._kernels.topm import Chunk, Queries, Recent, personal_ranks, retrieval_phi
 from ._log import distinct, iter_chunks
 from ._micro_state import (
     as_index,
@@ -133,10 +134,15 @@ def _held_out_blend_ranks(log: TrainingLog, c, previous, grid, popularity_grid, 
     share = latest.item_count / latest.item_count.sum()
     phi_indptr, phi_item, phi_count = retrieval_phi(latest.phi_indptr, latest.phi_item,
                                                     latest.phi_count, min_count)
+    # the chunk's items in their own numbering, sorted: `personal_ranks`' chunk
+    chunk = Chunk(phi_indptr, phi_item, phi_count, latest.item_count, share, latest.items,
+                  latest.items, np.arange(latest.items.shape[0], dtype=np.int32),
+                  latest.popular_order)
+    recent = Recent(np.zeros(users.shape[0]), r_ptr, r_item, r_u)
     found = [personal_ranks(
-        indptr, as_index(k, log.n_interests), weight, base, popularity_weights(indptr, w),
-        np.asarray(grid, np.float64), r_ptr, r_item, r_u, rel_ptr, pair_item, phi_indptr,
-        phi_item, phi_count, latest.item_count, share, latest.items, latest.popular_order, m,
+        Queries(indptr, as_index(k, log.n_interests), weight, base,
+                popularity_weights(indptr, w)),
+        np.asarray(grid, np.float64), recent, ItemRows(rel_ptr, pair_item), chunk, m,
         n_threads) for w in popularity_grid]
     return (np.diff(rel_ptr), np.stack([f[0] for f in found], axis=1),
             np.stack([f[1] for f in found], axis=1))

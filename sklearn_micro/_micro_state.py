@@ -14,8 +14,8 @@ import scipy.sparse as sp
 
 from ._kernels import sampler
 from ._kernels.selection import fill_remainder
-from ._kernels.threshold import ranked_lists
-from ._kernels.topm import group_by_interest, retrieval_phi
+from ._kernels.threshold import RankedLists, ranked_lists
+from ._kernels.topm import Chunk, group_by_interest, retrieval_phi
 from ._kernels.vocabulary import present_values
 from ._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype, sorted_find
 from .base import append_to_rows, csr_rows, unique_pairs
@@ -294,7 +294,15 @@ def grouped_chunk(phi_indptr, phi_item, phi_count, chunk_items, chunk_item_count
             "popular_order": local_of[popular_order]}
 
 
-def ranked_chunk(chunk: dict) -> dict:
+def chunk_arrays(chunk: dict, sorted_items) -> Chunk:
+    """A `grouped_chunk` (or one narrowed from it) as the top-m kernels take it, a
+    `Chunk`; ``sorted_items``, its global items sorted (the model's ``chunk_items_``)."""
+    return Chunk(chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
+                 chunk["item_count"], chunk["share"], chunk["items"], sorted_items,
+                 chunk["local_of"], chunk["popular_order"])
+
+
+def ranked_chunk(chunk: dict) -> RankedLists:
     """`ranked_lists` of a `grouped_chunk`'s ``phi``, made on its first ranking and kept
     in it (under ``"ranked"``)."""
     lists = chunk.get("ranked")

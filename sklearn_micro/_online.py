@@ -13,9 +13,12 @@ from sklearn.utils.validation import check_is_fitted
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
 from ._kernels.request import candidate_topm
+from ._kernels.selection import ItemRows
+from ._kernels.topm import Queries, Recent
 from ._log import as_ids, sorted_find
 from ._micro_state import (
     LatestChunk,
+    chunk_arrays,
     chunk_item_mixtures,
     interest_weights,
     popularity_weights,
@@ -326,10 +329,10 @@ class MiCROOnline:
         chunk = self._grouped_chunk()
         with numba_threads(resolve_n_jobs(self.n_jobs)) as threads:
             return candidate_topm(
-                indptr, k, weight, base, share_weight, lam, r_ptr, r_item.astype(np.int64),
-                r_u, chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
-                chunk["item_count"], chunk["share"], candidates.lo, candidates.hi,
-                candidates.items, self._item_local(), seen[0], seen[1], int(m), threads)
+                Queries(indptr, k, weight, base, share_weight),
+                Recent(lam, r_ptr, r_item.astype(np.int64), r_u),
+                chunk_arrays(chunk, self.chunk_items_), candidates.lo, candidates.hi,
+                candidates.items, self._item_local(), ItemRows(*seen), int(m), threads)
 
     def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
         """The items most likely engaged next by someone who engaged with each item.

@@ -23,8 +23,9 @@ from ._held_out import (
 )
 from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
-from ._kernels.threshold import RANKED_KEYS, threshold_topm
-from ._kernels.topm import mixture_topm, personal_topm
+from ._kernels.selection import ItemRows
+from ._kernels.threshold import threshold_topm
+from ._kernels.topm import Queries, Recent, mixture_topm, personal_topm
 from ._live import LiveLayer, live_state, observe_batch
 from ._log import (
     EngagementLog,
@@ -37,6 +38,7 @@ from ._micro_state import (
     ChunkSupports,
     LatestChunk,
     carried_chunks,
+    chunk_arrays,
     counts_csr,
     fill_by_popularity,
     grouped_chunk,
@@ -890,32 +892,29 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
             keep = within.holds(r_item)
             r_ptr, r_item, r_u = keep_entries(r_ptr, keep), r_item[keep], r_u[keep]
         share_weight = popularity_weights(indptr, self.popularity_weight_)
-        recent = (lam, r_ptr, r_item, r_u)
+        recent = Recent(lam, r_ptr, r_item, r_u)
         if within is None:
             return self._rank_latest(indptr, k, weight, base, share_weight, recent, seen, m,
                                      paper=paper)
         chunk = self._chunk_within(within)
         with _numba_threads(self.n_jobs) as threads:
             items, scores = personal_topm(
-                indptr, k, weight, base, share_weight, *recent, chunk["phi_indptr"],
-                chunk["phi_item"], chunk["phi_count"], chunk["item_count"], chunk["share"],
-                chunk["items"], self.chunk_items_, chunk["local_of"], chunk["popular_order"],
-                seen[0], seen[1], m, threads)
+                Queries(indptr, k, weight, base, share_weight), recent,
+                chunk_arrays(chunk, self.chunk_items_), ItemRows(*seen), m, threads)
         return items, scores, np.zeros((0, m), np.int64), np.zeros((0, m)), np.zeros(0, np.int64)
 
     def _rank_latest(self, indptr, k, weight, base, share_weight, recent, seen, m, *,
                      paper: bool, blended: bool = True):
         """`threshold_topm` over the latest chunk (`_grouped_chunk`, and its lists,
         `ranked_chunk`) for rows of interests ``(indptr, k, weight, base, share_weight)``
-        and recent items ``recent = (lam, r_ptr, r_item, r_u)``."""
+        and recent items ``recent`` (a `Recent`)."""
         chunk = self._grouped_chunk()
         lists = ranked_chunk(chunk)
         with _numba_threads(self.n_jobs) as threads:
             return threshold_topm(
-                indptr, k, weight, base, share_weight, *recent, chunk["phi_indptr"],
-                *(lists[key] for key in RANKED_KEYS), chunk["item_count"], chunk["share"],
-                chunk["items"], self.chunk_items_, chunk["local_of"], chunk["popular_order"],
-                seen[0], seen[1], m, threads, paper=paper, blended=blended)
+                Queries(indptr, k, weight, base, share_weight), recent,
+                chunk_arrays(chunk, self.chunk_items_), lists, ItemRows(*seen), m, threads,
+                paper=paper, blended=blended)
 
     def _rank_mixtures(self, indptr, k, theta, m, seen, *, chunk=None):
         """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal
@@ -923,10 +922,10 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         (`_grouped_chunk`) by `threshold_topm`'s lists, or over ``chunk`` (`_chunk_within`)
         by `mixture_topm`'s scatter."""
         weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
+        n = indptr.shape[0] - 1
         if chunk is None:
-            n = indptr.shape[0] - 1
-            no_recent = (np.zeros(n), np.zeros(n + 1, np.int64), np.empty(0, np.int64),
-                         np.empty(0))
+            no_recent = Recent(np.zeros(n), np.zeros(n + 1, np.int64), np.empty(0, np.int64),
+                               np.empty(0))
             *_, items, scores, n_filled = self._rank_latest(
                 indptr, k, weight, base, np.zeros(n), no_recent, seen, m, paper=True,
                 blended=False)
@@ -934,7 +933,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         else:
             with _numba_threads(self.n_jobs) as threads:
                 items, scores, n_filled = mixture_topm(
-                    indptr, k, weight, base, chunk["phi_indptr"], chunk["phi_item"],
-                    chunk["phi_count"], chunk["item_count"], chunk["items"], seen[0], seen[1],
-                    m, threads)
+                    Queries(indptr, k, weight, base, np.zeros(n)),
+                    chunk_arrays(chunk, self.chunk_items_), ItemRows(*seen), m, threads)
         return fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)

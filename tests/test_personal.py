@@ -27,9 +27,8 @@ from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans, _held_out, _micro_state
-from sklearn_micro._kernels.selection import CUT_SAMPLE
+from sklearn_micro._kernels.selection import CUT_SAMPLE, ItemRows
 from sklearn_micro._kernels.threshold import (
-    RANKED_KEYS,
     _threshold_rows,
     ranked_lists,
     rows_by_main_interest,
@@ -38,6 +37,9 @@ from sklearn_micro._kernels.threshold import (
 from sklearn_micro._kernels.topm import (
     RANGE_ITEMS,
     RANGE_ROWS,
+    Chunk,
+    Queries,
+    Recent,
     group_by_interest,
     mixture_topm,
     personal_ranks,
@@ -755,17 +757,25 @@ def grouped_chunk(x, grouped):
             x["chunk_items"][order], local_of, local_of[x["pop_order"]])
 
 
+def kernel_inputs(x, grouped):
+    """The rows, recent items, chunk and seen items of ``x`` as the top-m kernels take
+    them (`Queries`, `Recent`, `Chunk`, `ItemRows`), the chunk of `grouped_chunk`."""
+    phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
+    return (Queries(x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"]),
+            Recent(x["lam"], x["r_ptr"], x["r_item"], x["r_w"]),
+            Chunk(x["phi_ptr"], phi_item, phi_cnt, pop, share, local_items, x["chunk_items"],
+                  local_of, pop_order),
+            ItemRows(x["seen_ptr"], x["seen_items"]))
+
+
 def check_personal_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
     """`personal_topm` against a sort of every candidate, and `threshold_topm` against
     it (`check_threshold_topm`). ``ranges``, a block's rows and a range's items, scatters
     the chunk range by range (`_block_candidates`) when a range holds fewer items than
     the chunk."""
-    phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
-    args = (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
-            x["r_item"], x["r_w"], x["phi_ptr"], phi_item, phi_cnt, pop, share, local_items,
-            x["chunk_items"], local_of, pop_order, x["seen_ptr"], x["seen_items"], x["m"], 2,
-            sample)
-    items, scores = personal_topm(*args, ranges[1], ranges[0])
+    queries, recent, chunk, seen = kernel_inputs(x, grouped)
+    items, scores = personal_topm(queries, recent, chunk, seen, x["m"], 2, sample, ranges[1],
+                                  ranges[0])
     check_threshold_topm(x, grouped, items, scores)
     for r in range(items.shape[0]):
         want = sorted_candidates(x, r, x["lam"][r])[:x["m"]]
@@ -777,22 +787,18 @@ def check_personal_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
 def threshold_args(x, grouped=False):
     """`threshold_topm`'s arguments for inputs ``x`` but the number of threads, the
     chunk's items numbered interest by interest with ``grouped``."""
-    phi_item, phi_cnt, pop, share, local_items, local_of, pop_order = grouped_chunk(x, grouped)
-    lists = ranked_lists(x["phi_ptr"], phi_item, phi_cnt, local_items.shape[0])
-    return (x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], x["lam"], x["r_ptr"],
-            x["r_item"], x["r_w"], x["phi_ptr"], *(lists[key] for key in RANKED_KEYS), pop,
-            share, local_items, x["chunk_items"], local_of, pop_order, x["seen_ptr"],
-            x["seen_items"], x["m"])
+    queries, recent, chunk, seen = kernel_inputs(x, grouped)
+    lists = ranked_lists(x["phi_ptr"], chunk.phi_item, chunk.phi_count, chunk.items.shape[0])
+    return queries, recent, chunk, lists, seen, x["m"]
 
 
 def check_threshold_topm(x, grouped, items, scores):
     """`threshold_topm` gives `personal_topm`'s ``items`` and ``scores`` to the last bit,
     and with ``paper`` `mixture_topm`'s lists, scores and counts besides (or alone,
     without ``blended``)."""
-    phi_item, phi_cnt, pop, _, local_items, _, _ = grouped_chunk(x, grouped)
     args = (*threshold_args(x, grouped), 2)
-    alone = mixture_topm(x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item,
-                         phi_cnt, pop, local_items, x["seen_ptr"], x["seen_items"], x["m"], 2)
+    queries, _, chunk, seen = kernel_inputs(x, grouped)
+    alone = mixture_topm(queries, chunk, seen, x["m"], 2)
     for paper in (False, True):
         got = threshold_topm(*args, paper=paper)
         np.testing.assert_array_equal(got[0], items)
@@ -810,10 +816,9 @@ def check_threshold_topm(x, grouped, items, scores):
 
 
 def check_mixture_topm(x, sample, grouped, ranges=(RANGE_ROWS, RANGE_ITEMS)):
-    phi_item, phi_cnt, pop, _, items, _, _ = grouped_chunk(x, grouped)
-    items, scores, n_filled = mixture_topm(
-        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["phi_ptr"], phi_item, phi_cnt, pop,
-        items, x["seen_ptr"], x["seen_items"], x["m"], 2, sample, ranges[1], ranges[0])
+    queries, _, chunk, seen = kernel_inputs(x, grouped)
+    items, scores, n_filled = mixture_topm(queries, chunk, seen, x["m"], 2, sample, ranges[1],
+                                           ranges[0])
     for r in range(items.shape[0]):
         acc = np.zeros(x["chunk_items"].shape[0])
         for q in range(x["q_ptr"][r], x["q_ptr"][r + 1]):
@@ -885,7 +890,7 @@ def wide_inputs(seed):
 def test_threshold_topm_on_items_of_many_interests(seed):
     x = wide_inputs(seed)
     lists = ranked_lists(x["phi_ptr"], x["phi_item"], x["phi_cnt"], 400)
-    assert lists["item_bits"].shape[0] > 0  # some items have a bitmap
+    assert lists.item_bits.shape[0] > 0  # some items have a bitmap
     check_personal_topm(x, CUT_SAMPLE, grouped=seed % 2 == 1)
 
 
@@ -920,7 +925,7 @@ def test_a_row_naming_an_interest_twice_is_refused():
     q_k = x["q_k"].copy()
     q_k[x["q_ptr"][r] + 1] = q_k[x["q_ptr"][r]]
     args = list(threshold_args(x))
-    args[1] = q_k
+    args[0] = args[0]._replace(interest=q_k)
     with pytest.raises(ValueError, match=f"row {r} names an interest twice"):
         threshold_topm(*args, 2)
 
@@ -969,11 +974,13 @@ def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, sample):
                 for _ in range(n)]
     rel_ptr = np.concatenate([[0], np.cumsum([len(r) for r in rel_rows])]).astype(np.int64)
     rel_item = np.concatenate(rel_rows).astype(np.int64)
-    hits, rank = personal_ranks(
-        x["q_ptr"], x["q_k"], x["q_w"], x["q_base"], x["q_share"], lams, x["r_ptr"],
-        x["r_item"], x["r_w"], rel_ptr, rel_item, x["phi_ptr"], x["phi_item"], x["phi_cnt"],
-        x["item_pop"], x["item_share"], x["chunk_items"], x["pop_order"], x["m"], 2,
-        sample)
+    queries, recent, _, _ = kernel_inputs(x, False)
+    n_local = x["chunk_items"].shape[0]
+    chunk = Chunk(x["phi_ptr"], x["phi_item"], x["phi_cnt"], x["item_pop"], x["item_share"],
+                  x["chunk_items"], x["chunk_items"], np.arange(n_local, dtype=np.int32),
+                  x["pop_order"])
+    hits, rank = personal_ranks(queries, lams, recent, ItemRows(rel_ptr, rel_item), chunk,
+                                x["m"], 2, sample)
     unseen = dict(x, seen_ptr=np.zeros(n + 1, np.int64), seen_items=np.empty(0, np.int64))
     for r in range(n):
         for g, lam in enumerate(lams):

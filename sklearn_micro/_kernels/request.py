@@ -3,7 +3,7 @@
 import numpy as np
 from numba import njit, prange
 
-from .selection import ZERO, drain, is_seen, lower_bound, offer
+from .selection import ZERO, drain, is_seen, lower_bound, make_heap, offer
 from .topm import max_row_length, scatter_row
 
 
@@ -38,27 +38,36 @@ def _row_entries(r, q_ptr, q_k, phi_ptr):
 
 
 @njit(cache=True, parallel=True)
-def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, phi_ptr,
-                   phi_item, phi_cnt, item_pop, item_share, cand_lo, cand_hi, cand_items,
-                   item_local, seen_indptr, seen_items, m, n_threads):
+def candidate_topm(queries, recent, chunk, cand_lo, cand_hi, cand_items, item_local, seen, m,
+                   n_threads):
     """Exact top-m of each row's candidates ``cand_items[cand_lo[r]:cand_hi[r]]`` (global
     item indices, repeats taken once), by MiCRO's score, best first. ``item_local`` maps a
     global item to its local index in the latest chunk (-1 outside it).
 
-    The rows, interests, recent items and chunk are `personal_topm`'s, ``phi_item`` being
-    sorted within each interest (`group_by_interest`). A candidate's score is
-    ``keep * (q_base + q_share * item_share + x) + lam * r_w`` (``keep = 1 - lam``; the
-    last term for a recent item; ``x`` the interests' sum of ``q_w * phi_cnt``, added in
-    the row's order of interests), and ``lam * r_w`` for a recent item outside the chunk:
+    IN: ``queries`` (`topm.Queries`), ``recent`` (`topm.Recent`, each row's items sorted),
+    ``chunk`` (`topm.Chunk`, ``phi_item`` sorted within each interest, as
+    `group_by_interest` leaves it; ``items``, ``sorted_items``, ``local_of`` and
+    ``popular_order`` are not read), ``cand_lo``, ``cand_hi``, ``cand_items``,
+    ``item_local``, ``seen`` (`selection.ItemRows`), ``m``, ``n_threads``: `personal_topm`'s
+    rows, interests, recent items and chunk. A candidate's score is ``keep * (base +
+    share_weight * share + x) + lam * r_u`` (``keep = 1 - lam``; the last term for a recent
+    item; ``x`` the interests' sum of ``weight * phi_count``, added in the row's order of
+    interests), and ``lam * r_u`` for a recent item outside the chunk:
     `personal_topm`'s arithmetic, and with ``lam`` 0 `mixture_topm`'s and
     `fill_remainder`'s, so the scores are those `recommend` gives. A row's ``x`` come from
     its interests scattered into a scratch of the chunk's items (`scatter_row`), or, where
     its candidates are few beside its interests' entries, from binary searches. A
     candidate the row does not rank (outside the chunk and not recent) or seen
     (``seen_items[seen_indptr[r]:seen_indptr[r+1]]``, sorted) is left out. Ties go to the
-    more popular item, then the lower index. Returns global item indices and scores of
-    shape (n, m), padded with -1 and -inf.
+    more popular item, then the lower index. Returns (OUT) global item indices and scores
+    of shape (n, m), padded with -1 and -inf.
     """
+    q_ptr, q_k, q_w = queries.indptr, queries.interest, queries.weight
+    q_base, q_share = queries.base, queries.share_weight
+    lam, r_ptr, r_item, r_w = recent
+    phi_ptr, phi_item, phi_cnt = chunk.phi_indptr, chunk.phi_item, chunk.phi_count
+    item_pop, item_share = chunk.item_count, chunk.share
+    seen_indptr, seen_items = seen
     n = q_ptr.shape[0] - 1
     n_local = item_pop.shape[0]
     items = np.full((n, m), -1, np.int64)
@@ -67,9 +76,7 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
     starts = phi_ptr[:-1]
     ends = phi_ptr[1:]
     for b in prange(n_blocks):
-        hs = np.empty(m)
-        hp = np.empty(m)
-        hi = np.empty(m, np.int64)
+        heap = make_heap(m)
         acc = np.zeros(n_local)
         touched = np.empty(n_local + 1, np.int32)
         # candidates already offered: local items of the chunk, and recent items outside it
@@ -112,9 +119,9 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
                     s = keep * (q_base[r] + q_share[r] * item_share[li] + x)
                     if rp >= 0:
                         s = s + lam[r] * r_w[rp]
-                    size, _ = offer(hs, hp, hi, size, m, s, item_pop[li], item)
+                    size, _ = offer(heap, size, m, s, item_pop[li], item)
                 elif rp >= 0:
-                    size, _ = offer(hs, hp, hi, size, m, lam[r] * r_w[rp], 0.0, item)
+                    size, _ = offer(heap, size, m, lam[r] * r_w[rp], 0.0, item)
             for t in range(nt):
                 acc[touched[t]] = 0.0
             for c in range(cand_lo[r], cand_hi[r]):
@@ -122,5 +129,5 @@ def candidate_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w, ph
                 if li >= 0:
                     offered[li] = 0
             offered_recent[:r_ptr[r + 1] - r_ptr[r]] = 0
-            drain(hs, hp, hi, size, items[r], scores[r], 0.0)
+            drain(heap, size, items[r], scores[r], 0.0)
     return items, scores

@@ -1,17 +1,42 @@
 """Top-m primitives shared by every ranker: the ranking order, a heap of the m best,
 selection of the m-th best score, the sampled cut, and filling the slots left.
 
-A heap here is three aligned arrays, scores ``hs``, popularities ``hp`` and items ``hi``,
-with the worst kept item at the root (`worse` is the ranking order: a higher score, then a
-higher popularity, then a lower index ranks first).
+A heap here is a `Heap`, three aligned arrays travelling as one (as pynndescent's heap
+does): scores, popularities and items, with the worst kept item at the root (`worse` is
+the ranking order: a higher score, then a higher popularity, then a lower index ranks
+first). A CSR of sorted global items per row (a user's seen items, or relevant ones) is
+an `ItemRows`.
+
+Named tuples of arrays are passed to the kernels whole. Inside a ``prange`` loop a kernel
+writes an array of a named tuple it was given through a local name or a called kernel,
+never as ``bundle.field[i] = x`` (numba drops such a write there).
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-__all__ = ["CUT_SAMPLE", "SELECT_RATIO", "ZERO", "drain", "fill_remainder", "is_seen",
-           "keep_best", "lower_bound", "offer", "sampled_cut", "select", "sift_down",
-           "sift_up", "swap", "worse"]
+__all__ = ["CUT_SAMPLE", "SELECT_RATIO", "ZERO", "Heap", "ItemRows", "drain",
+           "fill_remainder", "is_seen", "keep_best", "lower_bound", "make_heap", "offer",
+           "sampled_cut", "select", "sift_down", "sift_up", "swap", "worse"]
+
+
+class Heap(NamedTuple):
+    """A heap of the best items kept, the worst at the root: each entry's score, its
+    item's popularity (the first tie-break) and its global item index."""
+
+    scores: np.ndarray
+    pops: np.ndarray
+    items: np.ndarray
+
+
+class ItemRows(NamedTuple):
+    """A CSR of sorted global item indices per row: row r's are
+    ``items[indptr[r]:indptr[r + 1]]``."""
+
+    indptr: np.ndarray
+    items: np.ndarray
 
 # A counter or bound that starts at 0 and is passed to another kernel starts at ZERO: a
 # literal 0 would make numba compile that kernel (and its callees) once more for the
@@ -27,6 +52,12 @@ SELECT_RATIO = 16
 # heap (`_offer_touched` of `topm`, `prefilter_block` of `ranking`). 0 offers every
 # candidate to the heap.
 CUT_SAMPLE = 512
+
+
+@njit(cache=True)
+def make_heap(n):
+    """An empty `Heap` of room for ``n`` entries."""
+    return Heap(np.empty(n), np.empty(n), np.empty(n, np.int64))
 
 
 @njit(cache=True)
@@ -93,17 +124,19 @@ def worse(s_a, p_a, i_a, s_b, p_b, i_b):
 
 
 @njit(cache=True)
-def swap(hs, hp, hi, a, b):
-    """Swap the heap entries ``a`` and ``b``."""
+def swap(heap, a, b):
+    """Swap the entries ``a`` and ``b`` of ``heap`` (IN/OUT)."""
+    hs, hp, hi = heap
     hs[a], hs[b] = hs[b], hs[a]
     hp[a], hp[b] = hp[b], hp[a]
     hi[a], hi[b] = hi[b], hi[a]
 
 
 @njit(cache=True)
-def sift_down(hs, hp, hi, start, size):
-    """Move the entry at ``start`` down the heap of ``size`` entries to its place (the root
-    is the worst kept item)."""
+def sift_down(heap, start, size):
+    """Move the entry at ``start`` down ``heap`` (IN/OUT) of ``size`` entries to its place
+    (the root is the worst kept item)."""
+    hs, hp, hi = heap
     pos = start
     while True:
         child = 2 * pos + 1
@@ -113,50 +146,54 @@ def sift_down(hs, hp, hi, start, size):
                                       hs[child], hp[child], hi[child]):
             child += 1
         if worse(hs[child], hp[child], hi[child], hs[pos], hp[pos], hi[pos]):
-            swap(hs, hp, hi, pos, child)
+            swap(heap, pos, child)
             pos = child
         else:
             break
 
 
 @njit(cache=True)
-def sift_up(hs, hp, hi, pos):
-    """Move the entry at ``pos`` up the heap to its place."""
+def sift_up(heap, pos):
+    """Move the entry at ``pos`` up ``heap`` (IN/OUT) to its place."""
+    hs, hp, hi = heap
     parent = (pos - 1) // 2
     while pos > 0 and worse(hs[pos], hp[pos], hi[pos], hs[parent], hp[parent], hi[parent]):
-        swap(hs, hp, hi, pos, parent)
+        swap(heap, pos, parent)
         pos = parent
         parent = (pos - 1) // 2
 
 
 @njit(cache=True)
-def drain(hs, hp, hi, size, out_items, out_scores, offset):
-    """Empty a heap of ``size`` entries (worst on top) into ``out_items[:size]`` and
-    ``out_scores[:size]``, best first, each score plus ``offset``."""
+def drain(heap, size, out_items, out_scores, offset):
+    """Empty ``heap`` (IN, emptied) of ``size`` entries (worst on top) into
+    ``out_items[:size]`` and ``out_scores[:size]`` (OUT), best first, each score plus
+    ``offset``."""
+    hs, hp, hi = heap
     for j in range(size - 1, -1, -1):
         out_items[j] = hi[0]
         out_scores[j] = offset + hs[0]
         hs[0] = hs[j]
         hp[0] = hp[j]
         hi[0] = hi[j]
-        sift_down(hs, hp, hi, ZERO, j)
+        sift_down(heap, ZERO, j)
 
 
 @njit(cache=True)
-def offer(hs, hp, hi, size, m, s, pop, item):
-    """Offer an item to the heap of the ``size`` best kept; returns the new size and whether
-    it was kept."""
+def offer(heap, size, m, s, pop, item):
+    """Offer an item (score ``s``, popularity ``pop``) to ``heap`` (IN/OUT) of the ``size``
+    best kept, at most ``m``; returns the new size and whether it was kept."""
+    hs, hp, hi = heap
     if size < m:
         hs[size] = s
         hp[size] = pop
         hi[size] = item
-        sift_up(hs, hp, hi, size)
+        sift_up(heap, size)
         return size + 1, True
     if worse(hs[0], hp[0], hi[0], s, pop, item):
         hs[0] = s
         hp[0] = pop
         hi[0] = item
-        sift_down(hs, hp, hi, ZERO, size)
+        sift_down(heap, ZERO, size)
         return size, True
     return size, False
 
@@ -197,15 +234,16 @@ def select(a, n, k):
 
 
 @njit(cache=True)
-def keep_best(hs, hp, hi, n, m, scratch):
-    """Turn the ``n`` candidates in ``hs, hp, hi`` into a heap of their best ``min(n, m)``
-    (worst on top); returns its size.
+def keep_best(heap, n, m, scratch):
+    """Turn the ``n`` candidates in ``heap`` (IN/OUT) into a heap of their best
+    ``min(n, m)`` (worst on top); returns its size.
 
     The m-th best score is found by selection (time linear in ``n``, ``scratch`` holds
     ``n`` scores) and the heap is built from the candidates not below it alone.
     """
     if m <= 0:
         return 0
+    hs, hp, hi = heap
     cut = -np.inf
     if n > m:
         scratch[:n] = hs[:n]
@@ -218,14 +256,14 @@ def keep_best(hs, hp, hi, n, m, scratch):
             hi[size] = hi[t]
             size += 1
     for j in range(size // 2 - 1, -1, -1):
-        sift_down(hs, hp, hi, j, size)
+        sift_down(heap, j, size)
     while size > m:
         # more than m at the cut's score: the worst of the ties leave
         size -= 1
         hs[0] = hs[size]
         hp[0] = hp[size]
         hi[0] = hi[size]
-        sift_down(hs, hp, hi, ZERO, size)
+        sift_down(heap, ZERO, size)
     return size
 
 

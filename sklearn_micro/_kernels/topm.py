@@ -1,5 +1,11 @@
 """MiCRO's top-m rankers: the users' mixtures over the latest chunk's ``phi``, with or
-without the personal component, built on the primitives of `selection`."""
+without the personal component, built on the primitives of `selection`.
+
+The arrays that travel together travel as one named tuple: the rows ranked (`Queries`),
+their recent items (`Recent`), the latest chunk (`Chunk`), the rows' seen items
+(`selection.ItemRows`) and a heap (`selection.Heap`); a row's scalars are a `Row`."""
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -13,6 +19,7 @@ from .selection import (
     is_seen,
     keep_best,
     lower_bound,
+    make_heap,
     offer,
     sampled_cut,
     worse,
@@ -26,6 +33,85 @@ from .selection import (
 # itself stays in the cache).
 RANGE_ITEMS = 1 << 15
 RANGE_ROWS = 8
+
+
+class Queries(NamedTuple):
+    """The rows ranked: a CSR of each row's interests, row r's being
+    ``interest[indptr[r]:indptr[r + 1]]`` with their weights in ``weight``; ``base[r]``,
+    the row's score of an item outside them, and ``share_weight[r]``, its weight of an
+    item's share of the chunk."""
+
+    indptr: np.ndarray
+    interest: np.ndarray
+    weight: np.ndarray
+    base: np.ndarray
+    share_weight: np.ndarray
+
+
+class Recent(NamedTuple):
+    """The rows' recent items: ``lam[r]``, row r's weight of them, and a CSR of their
+    global indices (distinct), ``item[indptr[r]:indptr[r + 1]]``, with their scores
+    ``score`` (the paper's ``r_u(i)``)."""
+
+    lam: np.ndarray
+    indptr: np.ndarray
+    item: np.ndarray
+    score: np.ndarray
+
+
+class Chunk(NamedTuple):
+    """The latest chunk as the top-m kernels read it.
+
+    ``phi_indptr, phi_item, phi_count``: an interest-major CSR of (local item, count);
+    ``item_count``, each local item's count (its popularity, the first tie-break),
+    ``share``, its share of the chunk, and ``items``, its global index; ``sorted_items``,
+    the same global items sorted, ``sorted_items[pos]`` being ``items[local_of[pos]]``
+    (see `group_by_interest`); ``popular_order``, the local items from the most to the
+    least popular, ties to the lower index.
+    """
+
+    phi_indptr: np.ndarray
+    phi_item: np.ndarray
+    phi_count: np.ndarray
+    item_count: np.ndarray
+    share: np.ndarray
+    items: np.ndarray
+    sorted_items: np.ndarray
+    local_of: np.ndarray
+    popular_order: np.ndarray
+
+
+class Row(NamedTuple):
+    """One row's scalars: its index ``r``, its weight ``lam`` of its recent items, its
+    ``base`` and ``share_weight`` (`Queries`), and the bounds ``lo, hi_seen`` of its seen
+    items."""
+
+    r: int
+    lam: float
+    base: float
+    share_weight: float
+    lo: int
+    hi_seen: int
+
+
+class Candidates(NamedTuple):
+    """A block of rows' candidates (`_block_candidates`): row i's local items are
+    ``item[start[i]:end[i]]``, with their interests' scores at the same places of
+    ``score``."""
+
+    start: np.ndarray
+    end: np.ndarray
+    item: np.ndarray
+    score: np.ndarray
+
+
+class RecentFound(NamedTuple):
+    """Rows' recent items found in the chunk (`find_recent`): each one's local index
+    (-1 outside the chunk) and its interests' score, one row of each per row (or one
+    row's alone)."""
+
+    local: np.ndarray
+    score: np.ndarray
 
 
 @njit(cache=True)
@@ -87,11 +173,15 @@ def _scale_scores(touched, nt, keep, base, share, item_share, sc):
 
 
 @njit(cache=True)
-def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo, hi_seen, m,
-                   need, sample, hs, hp, hi, size, scratch):
+def _offer_touched(touched, sc, mark, chunk, seen_items, row, heap, size, m, need, sample,
+                   scratch):
     """Offer the row's touched candidates ``touched[t]``, each with its score ``sc[t]``
-    (`_block_candidates`, `_scale_scores`), to the heap of the ``size`` best kept in
-    ``hs, hp, hi``; returns its new size.
+    (`_block_candidates`, `_scale_scores`), to ``heap`` of the ``size`` best kept;
+    returns its new size.
+
+    IN: ``touched``, ``sc``, ``mark``, ``chunk`` (`Chunk`), ``seen_items`` (the row's
+    between ``row.lo`` and ``row.hi_seen``), ``row`` (`Row`), ``size``, ``m``, ``need``,
+    ``sample``. IN/OUT: ``heap``. Scratch: ``scratch``.
 
     Items marked 2 in ``mark`` (when it is not empty) and seen items are left out. Up to
     `SELECT_RATIO` candidates a slot join the heap's own and the best m of them all are
@@ -106,6 +196,10 @@ def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
     m is the same, since a candidate below the cut cannot enter a full heap whose root is
     not below it.
     """
+    nt = touched.shape[0]
+    item_pop, chunk_items = chunk.item_count, chunk.items
+    lo, hi_seen = row.lo, row.hi_seen
+    hs, hp, hi = heap
     marked = mark.shape[0] > 0
     if sample > 0 and nt <= SELECT_RATIO * m:
         # few candidates a slot: the m-th best score is found by selection (`keep_best`)
@@ -121,7 +215,7 @@ def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
             hp[n] = item_pop[li]
             hi[n] = item
             n += 1
-        return keep_best(hs, hp, hi, n, m, scratch)
+        return keep_best(heap, n, m, scratch)
     cut = sampled_cut(sc, nt, m, need, sample, scratch)
     for below in (False, True):
         if below and (cut == -np.inf or (size == m and hs[0] >= cut)):
@@ -138,23 +232,24 @@ def _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
             item = chunk_items[li]
             if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
                 continue
-            size, _ = offer(hs, hp, hi, size, m, s, item_pop[li], item)
+            size, _ = offer(heap, size, m, s, item_pop[li], item)
     return size
 
 
 @njit(cache=True, parallel=True)
-def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, chunk_items,
-                 seen_indptr, seen_items, m, n_threads, sample=CUT_SAMPLE,
+def mixture_topm(queries, chunk, seen, m, n_threads, sample=CUT_SAMPLE,
                  range_items=RANGE_ITEMS, range_rows=RANGE_ROWS):
-    """Exact top-m of ``q_base[r] + sum_k q_w[k] * phi_cnt[k, i]`` for each query row r.
+    """Exact top-m of ``base[r] + sum_k weight[k] * phi_count[k, i]`` for each query row r.
 
-    ``q_*`` is a CSR of each query's interests and weights; ``phi_*`` a CSR from interest to
-    (local item, count) of the latest chunk, local items being positions in ``chunk_items``
-    (global indices, in any order: numbering the items interest by interest keeps a row's
-    scratch close together, see `group_by_interest`). Only items with a count in one
-    of the query's interests are scored. Ties go to the more popular item (``item_pop``),
-    then the lower global index. Returns global item indices, scores and how many slots
-    each row filled.
+    IN: ``queries`` (`Queries`, each row's interests and weights; ``share_weight`` is not
+    read), ``chunk`` (`Chunk`, local items being positions in ``chunk.items``, global
+    indices in any order: numbering the items interest by interest keeps a row's scratch
+    close together, see `group_by_interest`; ``sorted_items``, ``local_of``, ``share`` and
+    ``popular_order`` are not read), ``seen`` (`selection.ItemRows`, left out), ``m``,
+    ``n_threads``, ``sample``, ``range_items``, ``range_rows``. Only items with a count in
+    one of the query's interests are scored. Ties go to the more popular item
+    (``chunk.item_count``), then the lower global index. Returns (OUT) global item
+    indices, scores and how many slots each row filled.
 
     A row of up to `SELECT_RATIO` candidates a slot finds its m-th best score by
     selection; a row of more offers them to a heap of m, and from ``2 * sample``
@@ -164,15 +259,18 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
     in `personal_topm` (whose condition on ``phi_item`` holds then); the lists are the
     same for any ``range_items`` and ``range_rows``.
     """
+    q_ptr, q_k = queries.indptr, queries.interest
+    q_base = queries.base
+    seen_indptr, seen_items = seen
     n = q_ptr.shape[0] - 1
-    n_local = chunk_items.shape[0]
+    n_local = chunk.items.shape[0]
     items = np.full((n, m), -1, np.int64)
     scores = np.full((n, m), -np.inf)
     n_filled = np.zeros(n, np.int64)
     no_mark = np.zeros(0, np.uint8)
-    no_recent_ptr = np.zeros(n + 1, np.int64)
-    no_recent = np.empty(0, np.int64)
-    ranges = _range_pointers(phi_ptr, phi_item, n_local, range_items)
+    no_recent = Recent(np.zeros(n), np.zeros(n + 1, np.int64), np.empty(0, np.int64),
+                       np.empty(0))
+    ranges = _range_pointers(chunk.phi_indptr, chunk.phi_item, n_local, range_items)
     n_rows = max(1, range_rows) if ranges.shape[0] > 2 else 1
     # one block of rows per thread: each holds item-sized scratch, allocated once per call
     n_blocks = max(1, min(n, n_threads))
@@ -186,40 +284,24 @@ def mixture_topm(q_ptr, q_k, q_w, q_base, phi_ptr, phi_item, phi_cnt, item_pop, 
         cand_score = np.empty(capacity)
         cand_start = np.empty(n_rows + 1, np.int64)
         cand_end = np.empty(n_rows, np.int64)
-        no_local = np.empty((n_rows, 0), np.int64)
-        no_acc = np.empty((n_rows, 0))
-        hs = np.empty(n_local)
-        hp = np.empty(n_local)
-        hi = np.empty(n_local, np.int64)
+        cands = Candidates(cand_start, cand_end, cand_item, cand_score)
+        no_found = RecentFound(np.empty((n_rows, 0), np.int64), np.empty((n_rows, 0)))
+        heap = make_heap(n_local)
         scratch = np.empty(n_local)
         for r0 in range(first, last, n_rows):
             r1 = min(last, r0 + n_rows)
-            _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt,
-                              no_recent_ptr, no_recent, no_recent, no_recent, acc, touched,
-                              cand_start, cand_end, cand_item, cand_score, no_local, no_acc)
+            _block_candidates(r0, r1, queries, ranges, chunk, no_recent, acc, touched, cands,
+                              no_found)
             for r in range(r0, r1):
                 i = r - r0
-                n_filled[r] = _mixture_select(
-                    r, cand_item[cand_start[i]:cand_end[i]],
-                    cand_score[cand_start[i]:cand_end[i]], cand_end[i] - cand_start[i],
-                    q_base, item_pop, chunk_items, seen_indptr, seen_items, m, sample, no_mark,
-                    hs, hp, hi, scratch, items[r], scores[r])
+                row = Row(r, 0.0, q_base[r], 0.0, seen_indptr[r], seen_indptr[r + 1])
+                size = _offer_touched(
+                    cand_item[cand_start[i]:cand_end[i]],
+                    cand_score[cand_start[i]:cand_end[i]], no_mark, chunk, seen_items, row,
+                    heap, ZERO, m, m + row.hi_seen - row.lo, sample, scratch)
+                drain(heap, size, items[r], scores[r], q_base[r])
+                n_filled[r] = size
     return items, scores, n_filled
-
-
-@njit(cache=True)
-def _mixture_select(r, touched, sc, nt, q_base, item_pop, chunk_items, seen_indptr,
-                    seen_items, m, sample, no_mark, hs, hp, hi, scratch, out_items,
-                    out_scores):
-    """`mixture_topm`'s row r from its ``nt`` candidates ``touched`` and their interests'
-    scores ``sc`` (`_block_candidates`) into ``out_items`` and ``out_scores``, best first;
-    returns how many slots it filled. ``no_mark`` is empty."""
-    lo = seen_indptr[r]
-    hi_seen = seen_indptr[r + 1]
-    size = _offer_touched(touched, sc, nt, no_mark, item_pop, chunk_items, seen_items, lo,
-                          hi_seen, m, m + hi_seen - lo, sample, hs, hp, hi, ZERO, scratch)
-    drain(hs, hp, hi, size, out_items, out_scores, q_base[r])
-    return size
 
 
 def retrieval_phi(phi_ptr, phi_item, phi_cnt, min_count):
@@ -263,10 +345,13 @@ def group_by_interest(phi_ptr, phi_item, phi_cnt, n_local):
 
 
 @njit(cache=True)
-def _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local):
-    """Row r's recent items' local indices into ``recent_local`` (-1 for one outside the
-    chunk): each is looked up in ``sorted_items``, the chunk's global items sorted, whose
-    position ``pos`` is the local index ``local_of[pos]``."""
+def find_recent(r, recent, chunk, recent_local):
+    """Row r's recent items' local indices into ``recent_local`` (OUT; -1 for one outside
+    the chunk): each item of ``recent`` (`Recent`, IN) is looked up in
+    ``chunk.sorted_items`` (`Chunk`, IN), whose position ``pos`` is the local index
+    ``chunk.local_of[pos]``."""
+    r_ptr, r_item = recent.indptr, recent.item
+    sorted_items, local_of = chunk.sorted_items, chunk.local_of
     n_local = sorted_items.shape[0]
     for p in range(r_ptr[r], r_ptr[r + 1]):
         item = r_item[p]
@@ -278,8 +363,10 @@ def _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local):
 
 
 @njit(cache=True)
-def _mark_recent(r, r_ptr, recent_local, mark, value):
-    """``mark[li] = value`` for row r's recent items of the chunk (`_find_recent`)."""
+def mark_recent(r, recent, recent_local, mark, value):
+    """``mark[li] = value`` (``mark`` IN/OUT) for row r's recent items of the chunk
+    (``recent_local``, `find_recent`; ``recent``, `Recent`)."""
+    r_ptr = recent.indptr
     for p in range(r_ptr[r + 1] - r_ptr[r]):
         li = recent_local[p]
         if li >= 0:
@@ -287,29 +374,36 @@ def _mark_recent(r, r_ptr, recent_local, mark, value):
 
 
 @njit(cache=True)
-def _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr, r_item,
-                      sorted_items, local_of, acc, touched, cand_start, cand_end, cand_item,
-                      cand_score, recent_local, recent_acc):
+def _block_candidates(r0, r1, queries, ranges, chunk, recent, acc, touched, cands, found):
     """The candidates of rows ``r0`` to ``r1`` with their interests' scores, and their
     recent items, for `personal_topm` and `personal_ranks`.
 
+    IN: ``queries`` (`Queries`), ``ranges`` (`_range_pointers`), ``chunk`` (`Chunk`),
+    ``recent`` (`Recent`). OUT: ``cands`` (`Candidates`) and ``found`` (`RecentFound`).
+    Scratch: ``acc`` (zero on entry and exit) and ``touched``.
+
     Row ``r`` (``i = r - r0``) gets its candidates (the local items with a count in one of
-    its interests) in ``cand_item[cand_start[i]:cand_end[i]]`` and their scores ``sum_k
-    q_w[k] * phi_cnt[k, li]`` at the same places of ``cand_score``; its recent items' local
-    indices in ``recent_local[i]`` (`_find_recent`) and their scores in ``recent_acc[i]``
-    (0 for an item outside the chunk or without a count in the row's interests). Each
-    range of ``ranges`` (`_range_pointers`) is scattered into ``acc`` by every row of the
+    its interests) in ``cands.item[cands.start[i]:cands.end[i]]`` and their scores
+    ``sum_k weight[k] * phi_count[k, li]`` at the same places of ``cands.score``; its recent
+    items' local indices in ``found.local[i]`` (`find_recent`) and their scores in
+    ``found.score[i]`` (0 for an item outside the chunk or without a count in the row's
+    interests). Each range of ``ranges`` is scattered into ``acc`` by every row of the
     block in turn, gathered and cleared, so that the part of ``acc`` written stays in the
     cache from row to row. Each item's sum adds its counts in the same order as a whole
     `scatter_row` (an item's entries all lie in its range): the same scores bit for bit.
     """
+    q_ptr, q_k, q_w = queries.indptr, queries.interest, queries.weight
+    phi_item, phi_cnt = chunk.phi_item, chunk.phi_count
+    r_ptr = recent.indptr
+    cand_start, cand_end, cand_item, cand_score = cands
+    recent_local, recent_acc = found
     n_local = acc.shape[0]
     cand_start[0] = 0
     for r in range(r0, r1):
         i = r - r0
         cand_start[i + 1] = cand_start[i] + min(_row_entries(r, q_ptr, q_k, ranges), n_local)
         cand_end[i] = cand_start[i]
-        _find_recent(r, r_ptr, r_item, sorted_items, local_of, recent_local[i])
+        find_recent(r, recent, chunk, recent_local[i])
         for p in range(r_ptr[r + 1] - r_ptr[r]):
             recent_acc[i, p] = 0.0
     for j in range(ranges.shape[0] - 1):
@@ -355,85 +449,106 @@ def _block_capacity(first, last, n_rows, q_ptr, q_k, ranges, n_local):
 
 
 @njit(cache=True)
-def recent_heap(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_local, recent_x,
-                item_pop, item_share, chunk_items, seen_items, lo, hi_seen, hs, hp, hi, m,
-                scratch):
-    """The best m of row r's recent items into the heap ``hs, hp, hi`` (`keep_best`);
-    returns its size. A recent item of the chunk (``recent_local``, `_find_recent`)
-    scores ``(1 - lam) * (base + share_weight * item_share[li] + recent_x) + lam * r_w``
-    (``recent_x``: its interests' score), one outside it ``lam * r_w``; seen items
-    (``seen_items[lo:hi_seen]``) are left out."""
+def recent_heap(row, recent, found, chunk, seen_items, heap, m, scratch):
+    """The best m of row ``row.r``'s recent items into ``heap`` (OUT; `keep_best`);
+    returns its size.
+
+    IN: ``row`` (`Row`), ``recent`` (`Recent`), ``found`` (`RecentFound` of the row: its
+    recent items' local indices, `find_recent`, and interests' scores), ``chunk``
+    (`Chunk`), ``seen_items`` (the row's between ``row.lo`` and ``row.hi_seen``, left
+    out), ``m``. Scratch: ``scratch``. A recent item of the chunk scores ``(1 - lam) *
+    (base + share_weight * share[li] + x) + lam * r_u``, one outside it ``lam * r_u``.
+    """
+    r = row.r
+    lam = row.lam
+    r_ptr, r_item, r_w = recent.indptr, recent.item, recent.score
+    recent_local, recent_x = found
+    item_pop, item_share, chunk_items = chunk.item_count, chunk.share, chunk.items
+    hs, hp, hi = heap
     keep = 1.0 - lam
     size = ZERO
     for p in range(r_ptr[r], r_ptr[r + 1]):
         li = recent_local[p - r_ptr[r]]
         if li >= 0:
             item = chunk_items[li]
-            s = (keep * (base + share_weight * item_share[li] + recent_x[p - r_ptr[r]])
-                 + lam * r_w[p])
+            s = (keep * (row.base + row.share_weight * item_share[li]
+                         + recent_x[p - r_ptr[r]]) + lam * r_w[p])
             pop = item_pop[li]
         else:
             item = r_item[p]
             s = lam * r_w[p]
             pop = 0.0
-        if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
+        if row.hi_seen > row.lo and is_seen(seen_items, row.lo, row.hi_seen, item):
             continue
         hs[size] = s
         hp[size] = pop
         hi[size] = item
         size += 1
-    return keep_best(hs, hp, hi, size, m, scratch)
+    return keep_best(heap, size, m, scratch)
 
 
 @njit(cache=True)
-def _personal_select(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_acc, mark,
-                     touched, nt, candidates, n_candidates, recent_local, item_pop,
-                     item_share, chunk_items, pop_order, seen_indptr, seen_items, hs, hp, hi,
-                     sc, scratch, m, sample):
-    """The top-m of ``s(i)`` for row r into the heap ``hs, hp, hi``, after
-    `_block_candidates`; returns its size.
+def _personal_select(row, recent, found, chunk, seen_items, mark, touched, sc, heap, m,
+                     sample, scratch):
+    """The top-m of ``s(i)`` over row ``row.r``'s recent items and candidates ``touched``
+    into ``heap`` (OUT), after `_block_candidates`; returns its size. `_offer_popular`
+    then offers the chunk's other items.
 
-    ``s(i) = (1 - lam) * (base + share_weight * item_share[li] + x(li)) + lam * r_w(i)``
-    for an item of the chunk, ``lam * r_w(i)`` for a recent item outside it, ``x`` being
-    the interests' score (the sum it scatters): ``sc[t]`` holds it for the
-    ``nt`` items ``touched[t]`` offered, and becomes their ``s``; ``recent_acc`` holds it
-    for the recent items. The heap and ``scratch`` hold the row's recent items (their best
-    m by `keep_best`), then the ``nt`` items are offered (`_offer_touched`, whose
-    ``sample`` it is), then the chunk's other items: neither a recent item (``mark`` 2)
-    nor one of the ``n_candidates`` items of ``candidates``, all the items with an
-    interests' score (``touched`` or more). These differ by ``item_share`` alone, so they
-    are taken in ``pop_order`` until one cannot enter; the candidates are marked (3) for
-    that only when one can. The order of the items offered does not change the top m (the
-    order of ranking is total).
+    ``s(i) = (1 - lam) * (base + share_weight * share[li] + x(li)) + lam * r_u(i)`` for an
+    item of the chunk, ``lam * r_u(i)`` for a recent item outside it, ``x`` being the
+    interests' score (the sum it scatters). IN: ``row`` (`Row`), ``recent`` (`Recent`),
+    ``found`` (`RecentFound` of the row; ``found.score``, the recent items' ``x``),
+    ``chunk`` (`Chunk`), ``seen_items`` (the row's between ``row.lo`` and ``row.hi_seen``),
+    ``mark`` (recent items marked 2, left out of ``touched``), ``touched``, ``m``,
+    ``sample``. IN/OUT: ``sc``, the ``x`` of ``touched``, which become their ``s``.
+    Scratch: ``scratch``. The heap holds the row's recent items (their best m by
+    `keep_best`), then the candidates are offered (`_offer_touched`, whose ``sample`` it
+    is). The order of the items offered does not change the top m (the order of ranking
+    is total).
     """
-    lo = seen_indptr[r]
-    hi_seen = seen_indptr[r + 1]
-    keep = 1.0 - lam
-    size = recent_heap(r, lam, base, share_weight, r_ptr, r_item, r_w, recent_local,
-                       recent_acc, item_pop, item_share, chunk_items, seen_items, lo,
-                       hi_seen, hs, hp, hi, m, scratch)
-    n_recent = r_ptr[r + 1] - r_ptr[r]
-    _scale_scores(touched, nt, keep, base, share_weight, item_share, sc)
-    size = _offer_touched(touched, sc, nt, mark, item_pop, chunk_items, seen_items, lo,
-                          hi_seen, m, m + hi_seen - lo + n_recent, sample, hs, hp, hi, size,
-                          scratch)
+    size = recent_heap(row, recent, found, chunk, seen_items, heap, m, scratch)
+    n_recent = recent.indptr[row.r + 1] - recent.indptr[row.r]
+    _scale_scores(touched, touched.shape[0], 1.0 - row.lam, row.base, row.share_weight,
+                  chunk.share, sc)
+    return _offer_touched(touched, sc, mark, chunk, seen_items, row, heap, size, m,
+                          m + row.hi_seen - row.lo + n_recent, sample, scratch)
+
+
+@njit(cache=True)
+def _offer_popular(row, chunk, seen_items, mark, candidates, heap, size, m):
+    """Offer the chunk's items that are neither recent (``mark`` 2) nor ``candidates``
+    (all the items with an interests' score) to ``heap`` (IN/OUT) of ``size``, after
+    `_personal_select`; returns its new size.
+
+    IN: ``row`` (`Row`), ``chunk`` (`Chunk`), ``seen_items`` (the row's between ``row.lo``
+    and ``row.hi_seen``), ``candidates``, ``m``. IN/OUT: ``mark``, left as it was. These
+    items differ by ``share`` alone, so they are taken in ``chunk.popular_order`` until one
+    cannot enter; the candidates are marked (3) for that only when one can.
+    """
+    pop_order = chunk.popular_order
+    item_pop, item_share, chunk_items = chunk.item_count, chunk.share, chunk.items
+    lo, hi_seen = row.lo, row.hi_seen
+    keep = 1.0 - row.lam
+    base = row.base
+    share_weight = row.share_weight
     if pop_order.shape[0] == 0:
         return size
-    if size == m and keep * (base + share_weight * item_share[pop_order[0]]) < hs[0]:
+    if size == m and keep * (base + share_weight * item_share[pop_order[0]]) < heap.scores[0]:
         return size  # not even the most popular of the other items can enter
     # the other items of the chunk, in popularity order, while they can enter
+    n_candidates = candidates.shape[0]
     _mark_unmarked(candidates, n_candidates, mark, np.uint8(0), np.uint8(3))
     for j in range(pop_order.shape[0]):
         li = pop_order[j]
         s = keep * (base + share_weight * item_share[li])
-        if size == m and s < hs[0]:
+        if size == m and s < heap.scores[0]:
             break  # nor can any item after it
         if mark[li] != 0:
             continue
         item = chunk_items[li]
         if hi_seen > lo and is_seen(seen_items, lo, hi_seen, item):
             continue
-        size, kept = offer(hs, hp, hi, size, m, s, item_pop[li], item)
+        size, kept = offer(heap, size, m, s, item_pop[li], item)
         if not kept:
             break
     _mark_unmarked(candidates, n_candidates, mark, np.uint8(3), np.uint8(0))
@@ -459,48 +574,46 @@ def max_row_length(indptr):
 
 
 @njit(cache=True, parallel=True)
-def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
-                  phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items, sorted_items,
-                  local_of, pop_order, seen_indptr, seen_items, m, n_threads,
-                  sample=CUT_SAMPLE, range_items=RANGE_ITEMS, range_rows=RANGE_ROWS):
-    """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_w(i)`` for each query row r,
+def personal_topm(queries, recent, chunk, seen, m, n_threads, sample=CUT_SAMPLE,
+                  range_items=RANGE_ITEMS, range_rows=RANGE_ROWS):
+    """Exact top-m of ``s(i) = (1 - lam[r]) * p(i) + lam[r] * r_u(i)`` for each query row r,
     from a scatter of every entry of the row's interests.
 
-    ``p(i) = q_base[r] + q_share[r] * item_share[li] + sum_k q_w[k] * phi_cnt[k, li]`` for
-    an item of the latest chunk (local index ``li``, global ``chunk_items[li]``; the same
-    items sorted are ``sorted_items``, and ``sorted_items[pos]`` is
-    ``chunk_items[local_of[pos]]``: see `group_by_interest`) and 0 for any other item;
-    ``q_*`` is a CSR of each query's interests and weights, ``phi_*`` a CSR from interest
-    to (local item, count). ``r_*`` is a CSR of each query's recent
-    items (global indices, distinct) with their weights ``r_w``. Every item of the latest
-    chunk and every recent item of the row is ranked: the candidates of the row's
-    interests and its recent items are scored one by one, the other items of the chunk,
-    which differ only by ``item_share``, are taken in ``pop_order`` (positions from the most
-    to the least popular, ties to the lower index) as long as they can enter the top m.
-    Seen items (``seen_items[seen_indptr[r]:seen_indptr[r+1]]``, sorted global indices) are
-    left out. Ties go to the more popular item (``item_pop``; 0 outside the chunk), then the
-    lower index. Returns global item indices and scores, padded with -1 and -inf.
-    ``sample`` is `mixture_topm`'s. `threshold.threshold_topm` gives the same lists and
-    scores reading the head of each interest's list only; this scatter serves a chunk
-    narrowed to some items (`MiCRO.recommend`'s ``allow``), for which no lists are kept.
+    IN: ``queries`` (`Queries`), ``recent`` (`Recent`), ``chunk`` (`Chunk`), ``seen``
+    (`selection.ItemRows`), ``m``, ``n_threads``, ``sample``, ``range_items``,
+    ``range_rows``. OUT (returned): ``items, scores`` of shape (n, m), global item indices
+    and scores, padded with -1 and -inf.
+
+    ``p(i) = base[r] + share_weight[r] * share[li] + sum_k weight[k] * phi_count[k, li]``
+    for an item of the latest chunk (local index ``li``, global ``chunk.items[li]``) and 0
+    for any other item; ``r_u`` are the row's recent items' scores (``recent.score``).
+    Every item of the latest chunk and every recent item of the row is ranked: the
+    candidates of the row's interests and its recent items are scored one by one, the
+    other items of the chunk, which differ only by ``share``, are taken in
+    ``chunk.popular_order`` as long as they can enter the top m. Seen items (row r of
+    ``seen``) are left out. Ties go to the more popular item (``chunk.item_count``; 0
+    outside the chunk), then the lower index. ``sample`` is `mixture_topm`'s.
+    `threshold.threshold_topm` gives the same lists and scores reading the head of each
+    interest's list only; this scatter serves a chunk narrowed to some items
+    (`MiCRO.recommend`'s ``allow``), for which no lists are kept.
 
     A chunk of more than ``range_items`` items is scattered range by range of items, a
     block of ``range_rows`` rows at a time (`_block_candidates`); each interest's entries
     must then be in increasing local item, as `group_by_interest` orders them. The lists
     and scores are the same for any ``range_items`` and ``range_rows``.
-
-    Returns
-    -------
-    items, scores : ndarray of shape (n, m)
     """
+    q_ptr, q_k = queries.indptr, queries.interest
+    q_base, q_share = queries.base, queries.share_weight
+    lam = recent.lam
+    seen_indptr, seen_items = seen
     n = q_ptr.shape[0] - 1
-    n_local = chunk_items.shape[0]
+    n_local = chunk.items.shape[0]
     items = np.full((n, m), -1, np.int64)
     scores = np.full((n, m), -np.inf)
-    ranges = _range_pointers(phi_ptr, phi_item, n_local, range_items)
+    ranges = _range_pointers(chunk.phi_indptr, chunk.phi_item, n_local, range_items)
     n_rows = max(1, range_rows) if ranges.shape[0] > 2 else 1
     n_blocks = max(1, min(n, n_threads))
-    max_recent = max_row_length(r_ptr)
+    max_recent = max_row_length(recent.indptr)
     for b in prange(n_blocks):
         first = b * n // n_blocks
         last = (b + 1) * n // n_blocks
@@ -512,45 +625,44 @@ def personal_topm(q_ptr, q_k, q_w, q_base, q_share, lam, r_ptr, r_item, r_w,
         cand_score = np.empty(capacity)
         cand_start = np.empty(n_rows + 1, np.int64)
         cand_end = np.empty(n_rows, np.int64)
+        cands = Candidates(cand_start, cand_end, cand_item, cand_score)
         recent_local = np.empty((n_rows, max_recent), np.int64)
         recent_acc = np.empty((n_rows, max_recent))
-        hs = np.empty(n_local + max_recent)
-        hp = np.empty(n_local + max_recent)
-        hi = np.empty(n_local + max_recent, np.int64)
+        found = RecentFound(recent_local, recent_acc)
+        heap = make_heap(n_local + max_recent)
         scratch = np.empty(n_local + max_recent)
         for r0 in range(first, last, n_rows):
             r1 = min(last, r0 + n_rows)
             # the block's candidates and their interests' scores, read once from ``acc``
             # (set back to 0 on the way)
-            _block_candidates(r0, r1, q_ptr, q_k, q_w, ranges, phi_item, phi_cnt, r_ptr,
-                              r_item, sorted_items, local_of, acc, touched, cand_start,
-                              cand_end, cand_item, cand_score, recent_local, recent_acc)
+            _block_candidates(r0, r1, queries, ranges, chunk, recent, acc, touched, cands,
+                              found)
             for r in range(r0, r1):
                 i = r - r0
-                nt = cand_end[i] - cand_start[i]
                 cand = cand_item[cand_start[i]:cand_end[i]]
                 sc = cand_score[cand_start[i]:cand_end[i]]
-                _mark_recent(r, r_ptr, recent_local[i], mark, np.uint8(2))
-                size = _personal_select(r, lam[r], q_base[r], q_share[r], r_ptr, r_item, r_w,
-                                        recent_acc[i], mark, cand, nt, cand, nt,
-                                        recent_local[i], item_pop, item_share, chunk_items,
-                                        pop_order, seen_indptr, seen_items, hs, hp, hi, sc,
-                                        scratch, m, sample)
-                _mark_recent(r, r_ptr, recent_local[i], mark, np.uint8(0))
-                drain(hs, hp, hi, size, items[r], scores[r], 0.0)
+                row = Row(r, lam[r], q_base[r], q_share[r], seen_indptr[r],
+                          seen_indptr[r + 1])
+                mark_recent(r, recent, recent_local[i], mark, np.uint8(2))
+                size = _personal_select(row, recent,
+                                        RecentFound(recent_local[i], recent_acc[i]), chunk,
+                                        seen_items, mark, cand, sc, heap, m, sample, scratch)
+                size = _offer_popular(row, chunk, seen_items, mark, cand, heap, size, m)
+                mark_recent(r, recent, recent_local[i], mark, np.uint8(0))
+                drain(heap, size, items[r], scores[r], 0.0)
     return items, scores
 
 
 @njit(cache=True, parallel=True)
-def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, rel_ptr,
-                   rel_item, phi_ptr, phi_item, phi_cnt, item_pop, item_share, chunk_items,
-                   pop_order, m, n_threads, sample=CUT_SAMPLE):
+def personal_ranks(queries, lams, recent, relevant, chunk, m, n_threads, sample=CUT_SAMPLE):
     """Where each row's relevant items land in `personal_topm`'s top m, for every weight.
 
-    The rows, interests, recent items and chunk are `personal_topm`'s (nothing is seen);
-    ``rel_item[rel_ptr[r]:rel_ptr[r+1]]`` are row r's relevant items (sorted global
-    indices). For each weight ``lams[g]`` below 1 (the row's ``lam``), returns ``hits[r,
-    g]``, the relevant items among the top m, and ``rank[r, g]``, the rank (from 1) of the
+    IN: ``queries`` (`Queries`), ``lams``, ``recent`` (`Recent`; ``recent.lam`` is not
+    read), ``relevant`` (`selection.ItemRows`, row r's relevant items), ``chunk``
+    (`Chunk`, its items in their own numbering: ``sorted_items`` are ``items``, sorted,
+    and ``local_of`` is the identity), ``m``, ``n_threads``, ``sample``. Nothing is seen.
+    For each weight ``lams[g]`` below 1 (the row's ``lam``), returns (OUT) ``hits[r, g]``,
+    the relevant items among the top m, and ``rank[r, g]``, the rank (from 1) of the
     first of them, 0 if none: what the top m of ``personal_topm`` with that weight gives.
 
     A row's interests are scored once. The items of its interests that are not recent are
@@ -559,20 +671,19 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
     above can enter a top m: each weight ranks those, the recent items and the chunk's
     other items, as `personal_topm` does.
     """
+    q_ptr = queries.indptr
+    q_base, q_share = queries.base, queries.share_weight
+    rel_ptr, rel_item = relevant
+    item_pop, item_share, chunk_items = chunk.item_count, chunk.share, chunk.items
     n = q_ptr.shape[0] - 1
     n_local = chunk_items.shape[0]
     n_lams = lams.shape[0]
     hits = np.zeros((n, n_lams), np.int64)
     rank = np.zeros((n, n_lams), np.int64)
-    no_seen_ptr = np.zeros(n + 1, np.int64)
     no_seen = np.empty(0, np.int64)
-    # int32, as `personal_topm`'s local items and candidates: the helpers compile once
-    identity = np.empty(n_local, np.int32)
-    for li in range(n_local):
-        identity[li] = li
-    whole = _range_pointers(phi_ptr, phi_item, n_local, max(n_local, 1))
+    whole = _range_pointers(chunk.phi_indptr, chunk.phi_item, n_local, max(n_local, 1))
     n_blocks = max(1, min(n, n_threads))
-    max_recent = max_row_length(r_ptr)
+    max_recent = max_row_length(recent.indptr)
     for b in prange(n_blocks):
         acc = np.zeros(n_local)
         mark = np.zeros(n_local, np.uint8)
@@ -581,21 +692,21 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
         cand_score = np.empty(n_local)
         cand_start = np.empty(2, np.int64)
         cand_end = np.empty(1, np.int64)
+        cands = Candidates(cand_start, cand_end, cand_item, cand_score)
         leading = np.empty(n_local, np.int32)
         recent_local = np.empty((1, max_recent), np.int64)
         recent_acc = np.empty((1, max_recent))
+        found = RecentFound(recent_local, recent_acc)
         leading_x = np.empty(n_local)
-        hs = np.empty(n_local + max_recent)
-        hp = np.empty(n_local + max_recent)
-        hi = np.empty(n_local + max_recent, np.int64)
+        heap = make_heap(n_local + max_recent)
+        hs, hp, hi = heap
         sc = np.empty(n_local)
         scratch = np.empty(n_local + max_recent)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            _block_candidates(r, r + 1, q_ptr, q_k, q_w, whole, phi_item, phi_cnt, r_ptr,
-                              r_item, chunk_items, identity, acc, touched, cand_start,
-                              cand_end, cand_item, cand_score, recent_local, recent_acc)
+            _block_candidates(r, r + 1, queries, whole, chunk, recent, acc, touched, cands,
+                              found)
             nt = cand_end[0]
-            _mark_recent(r, r_ptr, recent_local[0], mark, np.uint8(2))
+            mark_recent(r, recent, recent_local[0], mark, np.uint8(2))
             # the m-th best x of the interests' items that are not recent
             size = ZERO
             for t in range(nt):
@@ -605,7 +716,7 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                 x = q_base[r] + q_share[r] * item_share[li] + cand_score[t]
                 if size == m and x < hs[0]:
                     continue
-                size, _ = offer(hs, hp, hi, size, m, x, item_pop[li], chunk_items[li])
+                size, _ = offer(heap, size, m, x, item_pop[li], chunk_items[li])
             bound = hs[0] * (1.0 - 1e-12) if size == m else -np.inf
             n_leading = ZERO
             for t in range(nt):
@@ -619,11 +730,13 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
             hi_rel = rel_ptr[r + 1]
             for g in range(n_lams):
                 sc[:n_leading] = leading_x[:n_leading]
-                size = _personal_select(r, lams[g], q_base[r], q_share[r], r_ptr, r_item,
-                                        r_w, recent_acc[0], mark, leading, n_leading,
-                                        cand_item, nt, recent_local[0], item_pop, item_share,
-                                        chunk_items, pop_order, no_seen_ptr, no_seen, hs, hp,
-                                        hi, sc, scratch, m, sample)
+                row = Row(r, lams[g], q_base[r], q_share[r], ZERO, ZERO)
+                size = _personal_select(row, recent,
+                                        RecentFound(recent_local[0], recent_acc[0]), chunk,
+                                        no_seen, mark, leading[:n_leading], sc[:n_leading],
+                                        heap, m, sample, scratch)
+                size = _offer_popular(row, chunk, no_seen, mark, cand_item[:nt], heap, size,
+                                      m)
                 best = -1
                 for e in range(size):
                     if hi_rel > lo and is_seen(rel_item, lo, hi_rel, hi[e]):
@@ -637,5 +750,5 @@ def personal_ranks(q_ptr, q_k, q_w, q_base, q_share, lams, r_ptr, r_item, r_w, r
                         if worse(hs[best], hp[best], hi[best], hs[e], hp[e], hi[e]):
                             ahead += 1
                     rank[r, g] = ahead + 1
-            _mark_recent(r, r_ptr, recent_local[0], mark, np.uint8(0))
+            mark_recent(r, recent, recent_local[0], mark, np.uint8(0))
     return hits, rank
