@@ -220,11 +220,13 @@ class LatestChunk:
 
 
 def latest_chunk(chunk, items, phi_items, phi_k, phi_w, n_interests, phi_decay,
-                 previous=None) -> LatestChunk:
-    """``chunk`` as the latest: popularity from its engagements' ``items``, ``phi`` from the
-    counts ``phi_w`` of (``phi_items``, ``phi_k``) pairs, plus the ``previous`` latest
-    chunk's counts times ``phi_decay`` (those of at least ``MIN_MASS``)."""
-    pop_items, pop_w = items, np.ones(items.shape[0])
+                 previous=None, *, item_w=None) -> LatestChunk:
+    """``chunk`` as the latest: popularity from its engagements' ``items`` (each weighing
+    ``item_w``, by default 1), ``phi`` from the counts ``phi_w`` of (``phi_items``,
+    ``phi_k``) pairs, plus the ``previous`` latest chunk's counts times ``phi_decay``
+    (those of at least ``MIN_MASS``)."""
+    pop_items = items
+    pop_w = np.ones(items.shape[0]) if item_w is None else np.asarray(item_w, np.float64)
     if previous is not None and phi_decay > 0:
         old_w = previous.phi_count * phi_decay
         keep = old_w >= MIN_MASS

@@ -19,6 +19,7 @@ from ._micro_state import (
     chunk_item_mixtures,
     interest_weights,
     popularity_weights,
+    user_mixtures,
 )
 from ._parallel import resolve_n_jobs
 from ._request import ItemLists, own_items, parse_request, removed_items, single_list
@@ -110,9 +111,11 @@ class Explanation:
 
 
 def mixtures_with_history(support_indptr, support_interest, support_count, item_interest,
-                          user_index, history: ItemLists | None, alpha):
+                          user_index, history: ItemLists | None, alpha, live=None):
     """CSR ``(indptr, interests, theta)`` of the users' mixtures, each history engagement
-    counting one more for its item's interest (``item_interest``; -1 counts nowhere).
+    counting one more for its item's interest (``item_interest``; -1 counts nowhere), and
+    each of the ``live = (rows, interests)`` pairs (the open chunk's engagements with their
+    drawn interests) one more for its interest.
 
     ``theta_u[k]`` is proportional to ``alpha + N[u, k]`` over the user's support, as the
     sampler's prior sees it; a history engagement adds 1 to ``N[u, k_i]``, and an interest
@@ -124,9 +127,14 @@ def mixtures_with_history(support_indptr, support_interest, support_count, item_
     row = np.repeat(np.arange(n), np.diff(indptr))
     k = support_interest[pos].astype(np.int64)
     count = support_count[pos].astype(np.float64)
+    h_row = h_k = np.empty(0, np.int64)
     if history is not None and history.items.size:
         h_row, h_item = history.pairs()
         h_k = item_interest[h_item].astype(np.int64)
+    if live is not None:
+        h_row = np.concatenate([live[0], h_row]).astype(np.int64)
+        h_k = np.concatenate([live[1], h_k]).astype(np.int64)
+    if h_row.size:
         h_row, h_k = h_row[h_k >= 0], h_k[h_k >= 0]
         touched = np.zeros(n, bool)
         touched[h_row] = True
@@ -152,15 +160,21 @@ def mixtures_with_history(support_indptr, support_interest, support_count, item_
 
 
 def recent_with_history(recent_indptr, recent_item, recent_weight, user_index,
-                        history: ItemLists | None, history_weight: float, distributions):
+                        history: ItemLists | None, history_weight: float, distributions,
+                        live=None):
     """CSR ``(indptr, items, r_u)`` of the users' recent items, with each history
-    engagement added at ``history_weight`` before ``r_u`` is normalized
+    engagement, and each of the ``live = (rows, items)`` pairs (the open chunk's
+    engagements), added at ``history_weight`` before ``r_u`` is normalized
     (``distributions``: `MiCRO`'s normalization of the recent-items CSR)."""
-    if history is None or history.items.size == 0:
+    no_history = history is None or history.items.size == 0
+    if no_history and (live is None or live[0].size == 0):
         return distributions(recent_indptr, recent_item, recent_weight, user_index)
     indptr, pos = csr_rows(recent_indptr, user_index)
     n = user_index.shape[0]
-    h_row, h_item = history.pairs()
+    h_row, h_item = (np.empty(0, np.int64),) * 2 if no_history else history.pairs()
+    if live is not None:
+        h_row = np.concatenate([live[0], h_row]).astype(np.int64)
+        h_item = np.concatenate([live[1], h_item]).astype(np.int64)
     rows = np.concatenate([np.repeat(np.arange(n), np.diff(indptr)), h_row])
     items = np.concatenate([recent_item[pos].astype(np.int64), h_item])
     weights = np.concatenate([recent_weight[pos].astype(np.float64),
@@ -258,11 +272,24 @@ class MiCROOnline:
     def _mixtures(self, user_index, history=None):
         """CSR (indptr, interests, theta) of the users' mixtures, with ``history`` (the
         request's `ItemLists`) counted in (`mixtures_with_history`)."""
-        if history is None:
-            return self._theta(user_index)
+        live = self._live_pairs(user_index)
+        if history is None and live is None:
+            return user_mixtures(self.support_indptr_, self.support_interest_,
+                                 self.support_count_, user_index, self.alpha)
         return mixtures_with_history(self.support_indptr_, self.support_interest_,
                                      self.support_count_, self.item_interest_, user_index,
-                                     history, self.alpha)
+                                     history, self.alpha,
+                                     live=None if live is None else (live[0], live[2]))
+
+    def _live_pairs(self, user_index):
+        """The open chunk's engagements of the users ``user_index`` as ``(rows, items,
+        interests)``, or None when the state answers without them (`MiCRO.observe`)."""
+        live = self.__dict__.get("_live_rows")
+        if live is None:
+            return None
+        indptr, pos = csr_rows(live[0], user_index)
+        rows = np.repeat(np.arange(user_index.shape[0]), np.diff(indptr))
+        return rows, live[1][pos], live[2][pos]
 
     def _chunk_within(self, within: _Within) -> dict:
         """`_grouped_chunk` with only the items ``within`` holds: ``phi``'s entries and
@@ -495,9 +522,11 @@ class MiCROOnline:
             Row ``r`` holds ``theta_u[k]`` on the interests of user ``users[r]``'s support.
         """
         check_is_fitted(self, "support_indptr_")
-        index = self.user_ids_.lookup(np.atleast_1d(as_ids(users, name="users")), name="users")
-        indptr, k, theta = self._theta(index)
-        return sp.csr_matrix((theta, k, indptr), shape=(index.shape[0], self.n_interests_))
+        model = self._published()
+        index = model.user_ids_.lookup(np.atleast_1d(as_ids(users, name="users")),
+                                       name="users")
+        indptr, k, theta = model._theta(index)
+        return sp.csr_matrix((theta, k, indptr), shape=(index.shape[0], model.n_interests_))
 
     def item_interests(self, items) -> sp.csr_matrix:
         """Each item's mixture over interests in the latest chunk, as a sparse (n, K) matrix.
@@ -517,6 +546,8 @@ class MiCROOnline:
             Each item's share of engagements per interest in the latest chunk.
         """
         check_is_fitted(self, "support_indptr_")
-        index = self.item_ids_.lookup(np.atleast_1d(as_ids(items, name="items")), name="items")
-        return chunk_item_mixtures(self.phi_indptr_, self.phi_item_, self.phi_count_,
-                                   self.chunk_items_, index, self.n_interests_)
+        model = self._published()
+        index = model.item_ids_.lookup(np.atleast_1d(as_ids(items, name="items")),
+                                       name="items")
+        return chunk_item_mixtures(model.phi_indptr_, model.phi_item_, model.phi_count_,
+                                   model.chunk_items_, index, model.n_interests_)

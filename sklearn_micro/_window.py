@@ -8,6 +8,7 @@ window + 1`` to ``latest_chunk_``, by chunk number.
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -18,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._kernels.selection import fill_remainder
 from ._log import LOOKUP_ROWS, Vocabulary, check_log, iter_chunks
 from ._request import allowed_top_m, own_items, parse_request, removed_items
-from .base import RecommenderMixin, SeenItems
+from .base import RecommenderMixin, SeenItems, open_chunk_log
 
 __all__ = ["WindowRecommender", "seen_of_log"]
 
@@ -45,6 +46,13 @@ def seen_of_log(user_ids: Vocabulary, item_ids: Vocabulary, log) -> SeenItems:
         np.not_equal(keys[1:], keys[:-1], out=keep[1:])
         keys = keys[keep]
     return SeenItems(keys)
+
+
+class _OpenChunk:
+    """The open chunk's engagements as `_extend_state` takes a plain log (no vectors)."""
+
+    def __init__(self, user, item):
+        self.user, self.item = user, item
 
 
 class WindowRecommender(RecommenderMixin, BaseEstimator):
@@ -162,6 +170,12 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
                 f"partial_fit takes chunks newer than the latest chunk {self.latest_chunk_}; "
                 f"X holds chunk {oldest}."
             )
+        live = base.get("live_log_")
+        if live is not None and oldest != self.latest_chunk_ + 1:
+            warnings.warn(
+                f"partial_fit was given chunk {oldest}, not the open chunk "
+                f"{self.latest_chunk_ + 1}: the {live[0].shape[0]} engagements observed in "
+                f"chunk {self.latest_chunk_ + 1} are dropped.", UserWarning, stacklevel=2)
         user_ids, user = self.user_ids_.extend(log.user, name="X user ids")
         item_ids, item = self.item_ids_.extend(log.item, name="X item ids")
         state = {name: getattr(self, name) for name in self._state_names()}
@@ -183,13 +197,101 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
         self._finish(state, replacing=base)
         return self
 
+    # -- the open chunk, live -----------------------------------------------------------
+
+    def observe(self, X):
+        """Add engagements of the open chunk (the one after ``latest_chunk_``) at once.
+
+        The recommender then answers as if its window held the open chunk's engagements
+        so far beside the closed chunks, without dropping the oldest of them: the
+        popularity that fills the slots counts the latest closed chunk and the open one,
+        and each baseline takes them as its docstring says. `partial_fit` of the open
+        chunk closes it; observed engagements of a chunk that `partial_fit` is not given
+        are dropped with a warning.
+
+        Parameters
+        ----------
+        X : engagement log
+            Engagements (``user``, ``item``, ``chunk``), every one of the open chunk.
+
+        Returns
+        -------
+        self : object
+            The recommender, with the engagements observed.
+        """
+        check_is_fitted(self, "item_ids_", msg=(
+            f"{type(self).__name__}.observe needs a fitted recommender: call fit on the "
+            "training log (or the Pipeline) first."))
+        state = self.__dict__
+        log, open_chunk = open_chunk_log(X, state["latest_chunk_"])
+        before = state.get("live_log_")
+        user = log.user if before is None else np.concatenate([before[0], log.user])
+        item = log.item if before is None else np.concatenate([before[1], log.item])
+        # refused here, with the state as it was, if an id is of the wrong kind
+        state["user_ids_"].extend(user, name="X user ids")
+        state["item_ids_"].extend(item, name="X item ids")
+        new = {key: value for key, value in state.items() if key != "_live_cache"}
+        self._publish(dict(new, live_log_=(user, item), n_observed_=int(user.shape[0])),
+                      replacing=state)
+        return self
+
+    def _published(self):
+        """The state readers answer from, with the observed open chunk (`observe`) in the
+        window; made once per published state."""
+        state = self.__dict__
+        live = state.get("live_log_")
+        if live is None or "_closed_state" in state:
+            return super()._published()
+        cache = state.get("_live_cache")
+        if cache is None or cache[0] is not live:
+            cache = (live, self._live_state(state, live))
+            state["_live_cache"] = cache
+        view = object.__new__(type(self))
+        view.__dict__ = cache[1]
+        return view
+
+    def _live_state(self, state: dict, live) -> dict:
+        """The attributes with the open chunk's engagements ``live = (users, items)``
+        (external ids) in the window beside the closed chunks."""
+        closed = object.__new__(type(self))
+        closed.__dict__ = state
+        user_ids, user = state["user_ids_"].extend(live[0], name="X user ids")
+        item_ids, item = state["item_ids_"].extend(live[1], name="X item ids")
+        work = {name: state[name] for name in closed._state_names()}
+        work.update(user_ids_=user_ids, item_ids_=item_ids,
+                    seen_items_=state["seen_items_"].add(user, item))
+        closed._extend_state(work, _OpenChunk(live[0], live[1]))
+        open_chunk = int(state["latest_chunk_"]) + 1
+        work["window_user_"] = np.concatenate([work["window_user_"], user])
+        work["window_item_"] = np.concatenate([work["window_item_"], item])
+        work["window_chunk_"] = np.concatenate(
+            [work["window_chunk_"], np.full(user.shape[0], open_chunk, np.int64)])
+        closed._update_chunk(work, user, item)
+        closed._popularity(work, work["window_chunk_"] >= work["latest_chunk_"])
+        closed._derive(work)
+        return {**{key: value for key, value in state.items() if key != "_live_cache"},
+                **work, "_closed_state": state}
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_live_cache", None)
+        return state
+
     def _state_names(self):
         return [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]
 
     def _finish(self, state: dict, *, replacing: dict | None = None) -> None:
         """Derive the latest chunk's popularity and commit ``state`` to ``self``."""
+        self._popularity(state, state["window_chunk_"] == state["latest_chunk_"])
+        self._derive(state)
+        # one swap: readers on other threads see the state before or after, never a mix
+        state.update(live_log_=None, n_observed_=0)
+        self._publish({**{key: value for key, value in self.__dict__.items()
+                          if key != "_live_cache"}, **state}, replacing=replacing)
+
+    def _popularity(self, state: dict, latest: np.ndarray) -> None:
+        """The popularity that fills the slots: the window's engagements where ``latest``."""
         n_items = len(state["item_ids_"])
-        latest = state["window_chunk_"] == state["latest_chunk_"]
         counts = np.bincount(state["window_item_"][latest], minlength=n_items)
         popular = np.flatnonzero(counts)
         popular = popular[np.argsort(-counts[popular], kind="stable")]
@@ -200,9 +302,6 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
             popular_counts_=counts[popular].astype(np.int64),
             item_rank_=rank,
         )
-        self._derive(state)
-        # one swap: readers on other threads see the state before or after, never a mix
-        self._publish({**self.__dict__, **state}, replacing=replacing)
 
     # -- recommend ---------------------------------------------------------------------------
 

@@ -29,13 +29,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._dask import recommend_on_cluster
 from ._kernels import csr
-from ._log import as_ids, distinct
+from ._log import as_ids, check_log, distinct
 from ._parallel import active_client
 from ._request import Request, allowed_top_m, parse_request, removed_items
 from .persistence import unversioned_state, versioned_state
 
 __all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "final_step",
-           "key_ranges", "partial_fit_through", "ranges_csr", "unique_pairs"]
+           "key_ranges", "open_chunk_log", "partial_fit_through", "ranges_csr",
+           "unique_pairs"]
 
 # m may exceed the number of items known (the rows are padded) up to this many slots
 MAX_PADDED_M = 10_000
@@ -347,6 +348,19 @@ class RecommenderMixin:
         out[valid] = ids[items[valid]]
         return out
 
+
+
+def open_chunk_log(X, latest_chunk: int):
+    """``X`` checked as a log of the open chunk, the one after ``latest_chunk``: the log
+    and the open chunk, or a ValueError naming it."""
+    log = check_log(X)
+    open_chunk = int(latest_chunk) + 1
+    chunks = np.unique(log.chunk)
+    if chunks.shape[0] != 1 or int(chunks[0]) != open_chunk:
+        raise ValueError(
+            f"observe takes engagements of the open chunk {open_chunk} (the one after the "
+            f"latest chunk {open_chunk - 1}); got chunk(s) {chunks[:5].tolist()}.")
+    return log, open_chunk
 
 
 def final_step(estimator):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -24,6 +25,7 @@ from ._kernels import numba_threads
 from ._kernels.csr import keep_entries
 from ._kernels.threshold import RANKED_KEYS, threshold_topm
 from ._kernels.topm import mixture_topm, personal_topm
+from ._live import LiveLayer, live_state, observe_batch
 from ._log import (
     EngagementLog,
     Vocabulary,
@@ -48,11 +50,10 @@ from ._micro_state import (
     recent_distributions,
     recent_items,
     training_interests,
-    user_mixtures,
 )
 from ._online import MiCROOnline, recent_with_history
 from ._parallel import resolve_n_jobs
-from .base import RecommenderMixin, SeenItems
+from .base import RecommenderMixin, SeenItems, open_chunk_log
 
 __all__ = ["MiCRO"]
 
@@ -73,7 +74,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     ``p_t(i|u) = sum_k theta_u[k] * phi[k, t][i]`` for the latest chunk, blended by
     default with the latest chunk's popularity and the user's own recent items, with
     weights chosen on held-out training chunks (the paper's exact model is
-    ``MiCRO(personal=0, popularity=0, phi_decay=0)``).
+    ``MiCRO(personal=0, popularity=0, phi_decay=0, live_weight=0)``; ``live_weight`` acts
+    only on what `observe` adds).
 
     Parameters
     ----------
@@ -136,6 +138,12 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         with ``phi_decay``, 0.5 drops only carried counts under half an engagement. The
         held-out choice of ``personal="learned"`` ranks as `recommend` does; the sampler
         and `item_interests` use every count.
+    live_weight : float >= 0, default=1.0
+        Weight of the open chunk's observed engagements (`observe`) in the latest chunk's
+        counts: answers rank from ``N[i, k, t] + live_weight * N_open[i, k]`` (popularity
+        likewise), so the open chunk's share of the ranking grows with its size so far;
+        each observed engagement also counts in its user's mixture and recent items. 0
+        answers from the closed chunks alone, as the paper's model does.
     max_sweeps : int, default=100
         Cap on Gibbs sweeps per chunk.
     tol : float, default=1e-3
@@ -234,6 +242,11 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         The per-sweep log-likelihood trace of each sampled chunk.
     n_unassigned_ : dict
         Engagements per chunk that no interest could be given to (see Notes).
+    live_ : LiveLayer or None
+        The open chunk's observed engagements and their counts (`observe`); None when
+        nothing is observed.
+    n_observed_ : int
+        Engagements observed in the open chunk.
 
     See Also
     --------
@@ -269,7 +282,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
       ``s(i)`` over the latest chunk's items and its recent items (``p_t`` and ``pi_t``
       are 0 for an item outside the chunk), with the same ties, and the top ``m`` of ``s``
       is exact.
-    - The paper's exact model is ``MiCRO(personal=0, popularity=0, phi_decay=0)``; the
+    - The paper's exact model is ``MiCRO(personal=0, popularity=0, phi_decay=0,
+      live_weight=0)``; the
       defaults are "learned", "learned" and "auto".
 
     At request time (docs: "Online use"), ``recommend(..., history=...)`` answers from the
@@ -310,6 +324,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         "personal_decay": [Interval(Real, 0, 1, closed="right")],
         "phi_decay": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
         "phi_min_count": [Interval(Real, 0, None, closed="left")],
+        "live_weight": [Interval(Real, 0, None, closed="left")],
         "max_sweeps": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
@@ -320,8 +335,9 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", popularity="learned",
                  learned_by="recall", personal_window=8, personal_decay=0.5, phi_decay="auto",
-                 phi_min_count=0, max_sweeps=100, tol=1e-3, random_state=None, n_jobs=None,
-                 min_partition_work=MIN_PARTITION_WORK, verbose=0):
+                 phi_min_count=0, live_weight=1.0, max_sweeps=100, tol=1e-3,
+                 random_state=None, n_jobs=None, min_partition_work=MIN_PARTITION_WORK,
+                 verbose=0):
         self.alpha = alpha
         self.beta = beta
         self.personal = personal
@@ -331,6 +347,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         self.personal_decay = personal_decay
         self.phi_decay = phi_decay
         self.phi_min_count = phi_min_count
+        self.live_weight = live_weight
         self.max_sweeps = max_sweeps
         self.tol = tol
         self.random_state = random_state
@@ -425,6 +442,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         self.n_sweeps_ = {}
         self.log_likelihood_ = {}
         self.n_unassigned_ = {}
+        self.live_ = None
+        self.n_observed_ = 0
         return self
 
     def _print_fit_step(self, what, start):
@@ -475,8 +494,9 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
             "Pipeline) first."))
         self._validate_params()
         # the chunks are sampled on a copy (its own random stream) and the new state is
-        # published in one swap: readers on other threads see the state before or after
-        work = self._published()
+        # published in one swap: readers on other threads see the state before or after.
+        # The closed state is what is sampled from: observed engagements never enter it.
+        work = RecommenderMixin._published(self)
         log = check_log(X)
         first = int(log.chunk.min())
         if first <= work.latest_chunk_:
@@ -486,10 +506,105 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
             )
         base = work.__dict__
         work.__dict__ = dict(base, random_state_=copy.deepcopy(base["random_state_"]))
+        live = base.get("live_")
+        if live is not None and len(live) and live.chunk != first:
+            warnings.warn(
+                f"partial_fit was given chunk {first}, not the open chunk {live.chunk}: the "
+                f"{len(live)} engagements observed in chunk {live.chunk} are dropped.",
+                UserWarning, stacklevel=2)
         for chunk, rows in iter_chunks(log.chunk):
             work._sample_chunk(chunk, log.take(rows))
+        work.__dict__.pop("_live_cache", None)
+        work.live_ = None
+        work.n_observed_ = 0
         self._publish(work.__dict__, replacing=base)
         return self
+
+    # -------------------------------------------------------------- observe
+
+    def observe(self, X):
+        """Add engagements of the open chunk to the model at once, without a refit.
+
+        The open chunk is the one after ``latest_chunk_``. Each engagement's interest is
+        drawn once, in order, from the sampler's conditional with the counts so far
+        (docs: "Live retrieval"): the user's carried counts plus its observed engagements,
+        the item's and the interests' counts in the open chunk. `recommend`,
+        `similar_items` and `explain` then answer with the open chunk blended in: each
+        observed engagement counts one more in its user's ``N[u, k]`` and joins the
+        user's recent items (as a ``history`` engagement does), and the latest chunk's
+        counts become ``N[i, k, t] + live_weight * N_open[i, k]`` (popularity likewise),
+        so an item first engaged in the open chunk is retrieved for users of its
+        interests. ``live_weight=0`` answers as if nothing were observed.
+
+        `partial_fit` of the open chunk closes it: the paper's sampler over the whole
+        chunk, with the same result as if nothing had been observed. Engagements
+        observed for a chunk that `partial_fit` is not given are dropped with a warning.
+        The new state is published in one swap, as `partial_fit` publishes its own.
+
+        Parameters
+        ----------
+        X : engagement log
+            Engagements (``user``, ``item``, ``chunk``), every one of the open chunk; new
+            users and items are welcome.
+
+        Returns
+        -------
+        self : MiCRO
+            The model, with the engagements observed.
+
+        Raises
+        ------
+        ValueError
+            If a chunk of ``X`` is not the open chunk, or ``X`` is not a valid log; the
+            model is left as it was.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_micro import MiCRO
+        >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
+        >>> model = MiCRO(personal=0, popularity=0, random_state=0).fit(
+        ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+        >>> model = model.observe(np.array([[0, 30, 1], [0, 30, 1]]))
+        >>> model.n_observed_, model.recommend([0], m=1)[0]
+        (2, array([[30]]))
+        """
+        check_is_fitted(self, "support_indptr_", msg=(
+            "MiCRO.observe needs a fitted model: call fit on the training log (or the "
+            "Pipeline) first."))
+        self._validate_params()
+        state = self.__dict__
+        log, open_chunk = open_chunk_log(X, state["latest_chunk_"])
+        live = state.get("live_")
+        if live is None:
+            seed = int(copy.deepcopy(state["random_state_"]).randint(np.iinfo(np.int32).max))
+            live = LiveLayer.empty(open_chunk, state["user_ids_"], state["item_ids_"],
+                                   self.n_interests_, seed)
+        live = observe_batch(
+            live, log, support=(state["support_indptr_"], state["support_interest_"],
+                                state["support_count_"]),
+            item_interest=state["item_interest_"], alpha=float(self.alpha),
+            beta=float(self.beta), n_interests=self.n_interests_)
+        new = {key: value for key, value in state.items() if key != "_live_cache"}
+        self._publish(dict(new, live_=live, n_observed_=len(live)), replacing=state)
+        return self
+
+    def _published(self):
+        """The state readers answer from: as `partial_fit` or `observe` last published
+        it, with the open chunk's engagements blended in (`live_state`) when there are
+        any and ``live_weight > 0``; made once per published state."""
+        state = self.__dict__
+        live = state.get("live_")
+        weight = float(state.get("live_weight", 0.0))
+        if (live is None or not len(live) or weight == 0 or "_closed_state" in state):
+            return super()._published()
+        cache = state.get("_live_cache")
+        if cache is None or cache[0] is not live or cache[1] != weight:
+            cache = (live, weight, live_state(state, live, weight, self.n_interests_))
+            state["_live_cache"] = cache
+        view = object.__new__(type(self))
+        view.__dict__ = cache[2]
+        return view
 
     def _sample_chunk(self, chunk: int, log: EngagementLog) -> None:
         """Sample one chunk and move the model's state to it: lay the chunk out, run the
@@ -585,16 +700,19 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         (distinct items per row, sorted); empty rows for unknown users. A ``history``
         engagement weighs what an engagement of the next chunk would (``1 /
         personal_decay``, the latest chunk's weighing 1)."""
+        live = self._live_pairs(user_index)
         return recent_with_history(self.recent_indptr_, self.recent_item_,
                                    self.recent_weight_, user_index, history,
-                                   1.0 / self.personal_decay, recent_distributions)
+                                   1.0 / self.personal_decay, recent_distributions,
+                                   live=None if live is None else live[:2])
 
     def paper_model(self) -> MiCRO:
         """The paper's exact model in the state this one's sampler reached.
 
         ``personal``, ``popularity`` and ``phi_decay`` act on retrieval alone: the sampler,
         the users' supports and every chunk's counts are the same whatever their values.
-        This returns the `MiCRO` that ``MiCRO(personal=0, popularity=0, phi_decay=0)``,
+        This returns the `MiCRO` that ``MiCRO(personal=0, popularity=0, phi_decay=0,
+        live_weight=0)``,
         with this model's other parameters (an int ``random_state`` among them), would be
         after the same `fit` and `partial_fit` calls: ``phi`` of the latest chunk from its
         own counts, no recent items, the random stream where this model's is. Nothing is
@@ -620,10 +738,12 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         (0, 0.0, 0.0)
         """
         check_is_fitted(self, "support_indptr_")
-        model = clone(self).set_params(personal=0, popularity=0, phi_decay=0)
+        model = clone(self).set_params(personal=0, popularity=0, phi_decay=0, live_weight=0)
         params = set(self._get_param_names())
-        model.__dict__.update({name: value for name, value in self.__dict__.items()
-                               if name not in params and name != "_grouped"})
+        state = self.__dict__.get("_closed_state", self.__dict__)
+        model.__dict__.update({name: value for name, value in state.items()
+                               if name not in params
+                               and name not in ("_grouped", "_live_cache")})
         if self.chunk_alone_ is not None:
             LatestChunk(**self.chunk_alone_).set_on(model)
         model.chunk_alone_ = None
@@ -641,8 +761,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     def _theta(self, user_index: np.ndarray):
         """CSR (indptr, interests, theta) of the users' mixtures; empty rows for unknown."""
-        return user_mixtures(self.support_indptr_, self.support_interest_,
-                             self.support_count_, user_index, self.alpha)
+        return self._mixtures(user_index)
 
     def _recommend(self, user_index, m, seen, history=None, *, within=None):
         indptr, k, theta = self._mixtures(user_index, history)
@@ -754,6 +873,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     def __getstate__(self):
         state = super().__getstate__()
         state.pop("_grouped", None)
+        state.pop("_live_cache", None)
         return state
 
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,

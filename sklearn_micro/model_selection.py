@@ -17,12 +17,19 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._chunk_scores import chunk_points
 from ._log import EngagementLog, check_log, chunk_column, iter_chunks
+from ._prequential import (
+    PrequentialReport,
+    PrequentialScorer,
+    make_prequential_scorer,
+    prequential_evaluate,
+)
 from ._rolling_report import MetricSums, RollingReport
 from .base import final_step, partial_fit_through
 from .metrics import METRICS
 
-__all__ = ["ChunkSplit", "RollingEvaluation", "RollingReport", "RollingScorer",
-           "make_rolling_scorer", "rolling_evaluate"]
+__all__ = ["ChunkSplit", "PrequentialReport", "PrequentialScorer", "RollingEvaluation",
+           "RollingReport", "RollingScorer", "make_prequential_scorer", "make_rolling_scorer",
+           "prequential_evaluate", "rolling_evaluate"]
 
 class ChunkSplit(BaseCrossValidator):
     """Forward-in-time folds over the chunks of an engagement log.

@@ -30,6 +30,7 @@ __all__ = ["TRUSTED_TYPES", "IncompatibleVersionError", "dump", "load"]
 #: This package's types that a fitted model (or a Pipeline of them) holds: what `load`
 #: builds from a skops file besides the types skops trusts itself.
 TRUSTED_TYPES: list[str] = [
+    "sklearn_micro._live.LiveLayer",
     "sklearn_micro._log.Vocabulary",
     "sklearn_micro.base.SeenItems",
     "sklearn_micro.baselines.ALSRecommender",

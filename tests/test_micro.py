@@ -729,7 +729,7 @@ def test_paper_model_is_the_paper_model_fitted_apart():
     train, interests, chunk4, chunk5 = _generated()
     params = dict(random_state=3, n_jobs=2, max_sweeps=12, min_partition_work=0)
     ours = MiCRO(personal=0.3, phi_decay=0.5, **params).fit(train, item_interest=interests)
-    apart = MiCRO(personal=0, popularity=0, phi_decay=0, **params).fit(
+    apart = MiCRO(personal=0, popularity=0, phi_decay=0, live_weight=0, **params).fit(
         train, item_interest=interests)
     users = np.unique(np.concatenate([chunk4.user, chunk5.user, [-7]]))
     for chunk in (None, chunk4, chunk5):
@@ -826,7 +826,7 @@ def test_paper_model_goes_on_alone_and_leaves_the_model_as_it_was():
     paper = ours.paper_model().partial_fit(chunk5)
     # the random stream is the model's, copied: sampling the view draws nothing from it
     assert state(ours) == before
-    apart = MiCRO(personal=0, popularity=0, phi_decay=0, **params).fit(
+    apart = MiCRO(personal=0, popularity=0, phi_decay=0, live_weight=0, **params).fit(
         train, item_interest=interests).partial_fit(chunk4).partial_fit(chunk5)
     assert fitted_state(paper) == fitted_state(apart)
     # and the model goes on as if the view never was
