@@ -365,7 +365,8 @@ def test_metrics_and_openapi(client):
         assert name in text
     doc = client.get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
-    assert {"/health", "/recommend", "/similar", "/explain", "/chunks", "/metrics"} <= set(
+    assert {"/health", "/recommend", "/similar", "/explain", "/chunks", "/metrics",
+            "/engagements", "/chunks/close"} <= set(
         doc["paths"])
     users = doc["components"]["schemas"]["RecommendRequest"]["properties"]["users"]
     assert users["items"]["type"] == "integer" and users["maxItems"] == LIMITS.max_users
