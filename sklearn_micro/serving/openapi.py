@@ -58,7 +58,7 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
             "type": "object", "required": ["items"], "additionalProperties": False,
             "properties": {
                 "items": {**item_list, "maxItems": limits.max_users},
-                "m": {**m, "default": 20},
+                "m": {**m, "default": 100},
                 "exclude": one_or_per_row, "allow": one_or_per_row,
             },
         },

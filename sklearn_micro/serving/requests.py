@@ -306,7 +306,7 @@ def parse_similar(body: dict, item_kind: str, limits: Limits) -> SimilarRequest:
     if isinstance(items, list):
         _check_count(len(items), "items", limits)
     items = check_ids(items, item_kind, "items", "item")
-    m = _check_m(body, 20, limits)
+    m = _check_m(body, 100, limits)
     exclude, exclude_rows, n_exclude = _check_filter(body, "exclude", item_kind, len(items),
                                                      "items")
     allow, allow_rows, n_allow = _check_filter(body, "allow", item_kind, len(items), "items")
