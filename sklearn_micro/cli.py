@@ -230,9 +230,11 @@ def _add_journey(sub) -> None:
 SERVE_DESCRIPTION = """\
 Serve a fitted model (a MiCRO, a baseline, or a Pipeline ending in one, saved by
 sklearn_micro.persistence.dump) as JSON over HTTP: /health, /recommend, /similar, /explain,
-/chunks, /metrics and /openapi.json. Each chunk posted to /chunks is applied with
-partial_fit in a separate process, saved to the state folder, then swapped in; a restart
-serves the newest complete snapshot newer than MODEL, else MODEL. Needs the serve extra:
+/engagements, /chunks, /chunks/close, /metrics and /openapi.json. Engagements are synced
+to an event log in the state folder before they are acknowledged, then observed into the
+model; each closed chunk is applied with partial_fit in a separate process, saved to the
+state folder, then swapped in; a restart serves the newest complete snapshot newer than
+MODEL, else MODEL, and replays the event log after it. Needs the serve extra:
 pip install "sklearn-micro[serve]". See the Serving page of the documentation.
 """
 
@@ -261,6 +263,10 @@ def _add_serve(sub) -> None:
     srv.add_argument("--batch-wait-ms", type=float, default=0.0, metavar="MS",
                      help="milliseconds a batch waits for more requests when the model is "
                           "free (default: 0: batches are what arrived while it was busy)")
+    srv.add_argument("--chunk-seconds", type=float, default=None, metavar="S",
+                     help="close the open chunk S seconds after it opened, if it holds "
+                          "engagements (default: closed by POST /chunks/close or by an "
+                          "engagement of the next chunk)")
     srv.add_argument("--log-level", default="info",
                      choices=["critical", "error", "warning", "info", "debug"])
     srv.add_argument("--access-log", action="store_true", help="log every request")
@@ -272,6 +278,8 @@ def serve(args) -> int:
                         (args.max_batch, "--max-batch")):
         if value < 1:
             raise CommandError(f"{flag} must be a positive integer; got {value}")
+    if args.chunk_seconds is not None and not args.chunk_seconds > 0:
+        raise CommandError(f"--chunk-seconds must be positive; got {args.chunk_seconds:g}")
     if not 0 <= args.batch_wait_ms <= 1000:
         raise CommandError(f"--batch-wait-ms must be between 0 and 1000; got "
                            f"{args.batch_wait_ms:g}")
@@ -287,7 +295,7 @@ def serve(args) -> int:
         serving.run(args.model, host=args.host, port=args.port, log_level=args.log_level,
                     access_log=args.access_log, state_dir=args.state_dir, keep=args.keep,
                     queue_size=args.queue, max_batch=args.max_batch,
-                    batch_wait=args.batch_wait_ms / 1000,
+                    batch_wait=args.batch_wait_ms / 1000, chunk_seconds=args.chunk_seconds,
                     limits=Limits(max_users=args.max_users, max_m=args.max_m))
     except (StateDirLocked, TypeError) as exc:
         raise CommandError(str(exc)) from None

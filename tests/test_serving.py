@@ -32,7 +32,7 @@ X_TRAIN, X_NEXT = make_log(3, as_frame=True)
 CHUNKS = [X_NEXT[X_NEXT.chunk == c] for c in sorted(X_NEXT.chunk.unique())]
 USERS = [*X_TRAIN.user.unique()[:6].tolist(), *X_NEXT.user.unique()[-2:].tolist(), 99]
 LIMITS = Limits(max_users=50, max_m=200, max_filter_ids=60, max_body_bytes=4096,
-                max_chunk_bytes=65536)
+                max_chunk_bytes=65536, max_engagements=80)
 
 
 def _micro():
@@ -345,6 +345,30 @@ BAD = [
     ("/chunks", b'{"chunk": 4, "user": [1000]}', 422, "item"),
     ("/chunks", b'{"chunk": 3, "user": [1000], "item": [5000]}', 409, "chunk"),
     ("/chunks", b'{"chunk": 2, "user": [1000], "item": [5000]}', 409, "chunk"),
+    ("/chunks", b'{"chunk": 5, "user": [1000], "item": [5000]}', 409, "chunk"),
+    ("/engagements", b"not json", 400, None),
+    ("/engagements", b"", 400, None),
+    ("/engagements", b"[1]", 422, None),
+    ("/engagements", b'{"user": [1000, 1001], "item": [5000]}', 422, "item"),
+    ("/engagements", b'{"user": [1000], "item": [null]}', 422, "item[0]"),
+    ("/engagements", b'{"user": [null], "item": [5000]}', 422, "user[0]"),
+    ("/engagements", b'{"user": [NaN], "item": [5000]}', 400, None),
+    ("/engagements", b'{"user": [1000.5], "item": [5000]}', 422, "user[0]"),
+    ("/engagements", b'{"user": ["a"], "item": [5000]}', 422, "user[0]"),
+    ("/engagements", b'{"user": [1000], "item": [[5000]]}', 422, "item[0]"),
+    ("/engagements", b'{"user": [], "item": []}', 422, "user"),
+    ("/engagements", b'{"user": [1000]}', 422, "item"),
+    ("/engagements", b'{"user": [1000], "item": [5000], "when": 1}', 422, "when"),
+    ("/engagements", b'{"user": [1000], "item": [5000], "chunk": "4"}', 422, "chunk"),
+    ("/engagements", b'{"user": [1000], "item": [5000], "chunk": 3}', 409, "chunk"),
+    ("/engagements", b'{"user": [1000], "item": [5000], "chunk": 6}', 409, "chunk"),
+    ("/engagements", b'{"user": [1000], "item": [5000], "chunk": 5}', 409, "chunk"),
+    ("/engagements", b'{"user": [' + b"1," * 80 + b'1], "item": [' + b"1," * 80 + b'1]}',
+     413, "user"),
+    ("/chunks/close", b'{"chunk": 4}', 409, None),
+    ("/chunks/close", b'{"chunk": 3}', 409, "chunk"),
+    ("/chunks/close", b'{"chunk": 4.0}', 422, "chunk"),
+    ("/chunks/close", b'{"chnk": 4}', 422, "chnk"),
 ]
 
 
@@ -360,6 +384,9 @@ def test_bad_request_gets_4xx_naming_the_field(client, path, body, status, field
 def test_bad_requests_leave_the_server_answering(client, micro):
     for path, body, _, _ in BAD:
         client.post(path, content=body)
+    # nothing refused left a trace
+    health = client.get("/health").json()
+    assert (health["open_chunk"], health["engagements"], health["offset"]) == (4, 0, -1)
     assert client.post("/recommend", json={"users": USERS, "m": 5}).json() == _as_answer(
         *micro.recommend(USERS, 5))
     metrics = client.get("/metrics").text
@@ -428,7 +455,8 @@ def test_metrics_and_openapi(client):
         assert name in text
     doc = client.get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
-    assert {"/health", "/recommend", "/similar", "/explain", "/chunks", "/metrics"} <= set(
+    assert {"/health", "/recommend", "/similar", "/explain", "/chunks", "/metrics",
+            "/engagements", "/chunks/close"} <= set(
         doc["paths"])
     users = doc["components"]["schemas"]["RecommendRequest"]["properties"]["users"]
     assert users["items"]["type"] == "integer" and users["maxItems"] == LIMITS.max_users
@@ -447,7 +475,7 @@ def _check_saved_then_swapped_in(client, micro, model_file):
     got = client.post("/chunks", json=_body(first))
     assert got.status_code == 202 and got.json()["queued"] == [4]
     again = client.post("/chunks", json=_body(first))
-    assert again.status_code == 409 and "queued" in again.json()["error"]
+    assert again.status_code == 409 and "open chunk is 5" in again.json()["error"]
     health = _wait_live(client, 4)
     assert health["chunk"] == 4 and health["last_error"] is None
     expected = copy.deepcopy(micro).partial_fit(first)
@@ -456,7 +484,7 @@ def _check_saved_then_swapped_in(client, micro, model_file):
     snapshot = model_file.parent / "micro.skops.d" / "chunk-4.skops"
     assert snapshot.is_file() and health["path"] == str(snapshot)
     live = client.post("/chunks", json=_body(first))
-    assert live.status_code == 409 and "live" in live.json()["error"]
+    assert live.status_code == 409 and "closed" in live.json()["error"]
     assert client.post("/chunks", json=_body(second)).status_code == 202
     assert _wait_live(client, 5)["chunk"] == 5
     expected.partial_fit(second)
@@ -481,25 +509,42 @@ def test_full_queue_is_429_with_retry_after(model_file, monkeypatch):
         _wait_live(c, 4)
 
 
-def test_failed_update_keeps_serving_and_is_reported(model_file, micro, monkeypatch):
-    def fail(estimator, log):
-        raise RuntimeError("the sampler ran out of luck")
+def test_failed_close_stays_open_is_retried_and_skips_nothing(model_file, micro,
+                                                               monkeypatch):
+    """A close that fails keeps the old model serving, says so, is tried again, and no
+    later chunk is applied before it."""
+    fail = {"on": True}
+    real = worker.partial_fit
 
-    monkeypatch.setattr(worker, "partial_fit", fail)
-    with TestClient(create_app(model_file, update_in_process=True)) as c:
-        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
-        health = _wait_live(c, 4)
-        assert health["chunk"] == 3
-        assert health["last_error"]["chunk"] == 4
+    def partial_fit(estimator, log):
+        if fail["on"]:
+            raise RuntimeError("the sampler ran out of luck")
+        real(estimator, log)
+
+    monkeypatch.setattr(worker, "partial_fit", partial_fit)
+    first, second = CHUNKS[0], CHUNKS[1]
+    with TestClient(create_app(model_file, update_in_process=True, retry_seconds=0.05)) as c:
+        assert c.post("/chunks", json=_body(first)).status_code == 202
+        end = time.monotonic() + 30
+        while (c.get("/health").json()["last_error"] or {}).get("failures", 0) < 2:
+            assert time.monotonic() < end
+            time.sleep(0.02)
+        # the next chunk is acknowledged and closed, but not applied over the failed one
+        assert c.post("/engagements", json=_body(second)).status_code == 200
+        assert c.post("/chunks/close", json={"chunk": 5}).status_code == 202
+        health = c.get("/health").json()
+        assert health["status"] == "degraded" and health["chunk"] == 3
+        assert health["queued"] == [4, 5] and health["last_error"]["chunk"] == 4
         assert "out of luck" in health["last_error"]["error"]
         assert c.post("/recommend", json={"users": USERS, "m": 4}).json() == _as_answer(
             *micro.recommend(USERS, 4))
         assert not list((model_file.parent / "micro.skops.d").glob("chunk-*"))
-        monkeypatch.undo()
-        # the chunk may be sent again, and takes
-        assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
-        health = _wait_live(c, 4)
-        assert health["chunk"] == 4 and health["last_error"] is None
+        fail["on"] = False
+        health = _wait_live(c, 5)
+        assert health["status"] == "ok" and health["last_error"] is None
+        expected = copy.deepcopy(micro).partial_fit(first).partial_fit(second)
+        assert c.post("/recommend", json={"users": USERS, "m": 8}).json() == _as_answer(
+            *expected.recommend(USERS, 8))
 
 
 # --------------------------------------------------------- snapshots, restart
@@ -629,3 +674,64 @@ def test_command_line_errors_are_one_line(tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
+
+
+# ------------------------------------------------------------- engagements
+
+
+def test_engagements_are_observed_at_once_then_closed(model_file, micro):
+    """An acknowledged engagement is in the next answer; the close equals partial_fit."""
+    chunk = CHUNKS[0]
+    users, items = chunk.user.tolist(), chunk.item.tolist()
+    expected = copy.deepcopy(micro)
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        got = c.post("/engagements", json={"user": users[:7], "item": items[:7]})
+        assert got.status_code == 200
+        assert got.json() == {"acknowledged": 7, "chunk": 4, "offset": 6}
+        expected.observe(chunk.iloc[:7])
+        assert c.post("/recommend", json={"users": USERS, "m": 6}).json() == _as_answer(
+            *expected.recommend(USERS, 6))
+        got = c.post("/engagements", json={"user": users[7:], "item": items[7:], "chunk": 4})
+        assert got.json()["offset"] == len(users) - 1
+        health = c.get("/health").json()
+        assert (health["open_chunk"], health["engagements"], health["observed"],
+                health["offset"]) == (4, len(users), len(users), len(users) - 1)
+        # an engagement of the next chunk closes this one
+        nxt = CHUNKS[1]
+        got = c.post("/engagements", json={"user": nxt.user.tolist()[:3],
+                                           "item": nxt.item.tolist()[:3], "chunk": 5})
+        assert got.status_code == 200 and got.json()["chunk"] == 5
+        health = _wait_live(c, 4)
+        assert health["observed"] == 3 and health["engagements"] == 3
+        expected = copy.deepcopy(micro).partial_fit(chunk).observe(nxt.iloc[:3])
+        assert c.post("/recommend", json={"users": USERS, "m": 6}).json() == _as_answer(
+            *expected.recommend(USERS, 6))
+        assert f"micro_engagements_total {len(users) + 3}.0" in c.get("/metrics").text
+
+
+def test_restart_replays_the_event_log(model_file, micro, monkeypatch):
+    """A service stopped with an open chunk and a closed one not yet applied serves them
+    again: the closed chunk applied, the open one observed."""
+    def fail(estimator, log):
+        raise RuntimeError("stopped before the close was applied")
+
+    monkeypatch.setattr(worker, "partial_fit", fail)
+    first, second = CHUNKS[0], CHUNKS[1]
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        assert c.post("/engagements", json=_body(first)).status_code == 200
+        assert c.post("/engagements", json=_body(second)).status_code == 200
+        assert c.get("/health").json()["queued"] == [4]
+    monkeypatch.undo()
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        health = _wait_live(c, 4)
+        assert (health["open_chunk"], health["engagements"], health["observed"]) == (
+            5, len(second), len(second))
+        expected = copy.deepcopy(micro).partial_fit(first).observe(second)
+        assert c.post("/recommend", json={"users": USERS, "m": 6}).json() == _as_answer(
+            *expected.recommend(USERS, 6))
+
+
+def test_chunk_seconds_closes_the_open_chunk(model_file, micro):
+    with TestClient(create_app(model_file, update_in_process=True, chunk_seconds=0.3)) as c:
+        assert c.post("/engagements", json=_body(CHUNKS[0])).status_code == 200
+        assert _wait_live(c, 4)["open_chunk"] == 5

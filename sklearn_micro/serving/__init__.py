@@ -3,8 +3,10 @@
 - `create_app` builds the ASGI app (Starlette) for a model saved by
   `sklearn_micro.persistence.dump`; `run` serves it with uvicorn.
 - `requests` validates every request body; `model` answers from one loaded model;
-  `batcher` answers concurrent requests with one call; `updater` applies chunks (in a
-  `worker` process), `snapshots` keeps them on disk; `metrics` and `openapi` describe it.
+  `batcher` answers concurrent requests with one call; `ingest` makes engagements durable
+  in the `eventlog` (SQLite) and observes them into the model; `updater` applies closed
+  chunks (in a `worker` process), `snapshots` keeps them on disk; `metrics` and `openapi`
+  describe it.
 
 Needs the ``serve`` extra: ``pip install "sklearn-micro[serve]"``. See docs/serving.md.
 """

@@ -20,13 +20,17 @@ from starlette.routing import Route
 from .. import __version__
 from ..persistence import IncompatibleVersionError, load
 from .batcher import Batcher
-from .metrics import Metrics
+from .eventlog import EventLog
+from .ingest import Ingest, Job
+from .metrics import LiveMetrics, Metrics
 from .model import ServedModel
 from .openapi import document
 from .requests import (
     Limits,
     RequestError,
     parse_chunk,
+    parse_close,
+    parse_engagements,
     parse_explain,
     parse_json,
     parse_recommend,
@@ -40,6 +44,7 @@ __all__ = ["Service", "create_app", "state_dir_of"]
 log = logging.getLogger("sklearn_micro.serving")
 
 _SUFFIXES = (".skops", ".pkl", ".pickle")
+EVENT_LOG = "events.sqlite3"
 
 
 def state_dir_of(model_path) -> Path:
@@ -100,11 +105,16 @@ class Service:
     update_in_process : bool, default=False
         Apply updates on a thread of this process rather than in a worker process (for
         comparison).
+    chunk_seconds : float, optional
+        Close the open chunk this many seconds after it opened (if it holds engagements).
+    retry_seconds : float, default=1.0
+        The first wait before a failed close is tried again (doubled at each failure).
     """
 
     def __init__(self, model_path, *, state_dir=None, keep: int = 3,
                  limits: Limits | None = None, queue_size: int = 4, max_batch: int = 256,
-                 batch_wait: float = 0.0, update_in_process: bool = False):
+                 batch_wait: float = 0.0, update_in_process: bool = False,
+                 chunk_seconds: float | None = None, retry_seconds: float = 1.0):
         model_path = Path(model_path)
         if model_path.suffix.lower() not in _SUFFIXES:
             raise ValueError(f"MODEL must be a file saved by sklearn_micro.persistence.dump, "
@@ -121,6 +131,7 @@ class Service:
         try:
             served = choose_model(model_path, self.snapshots)
             served.warm()
+            self.eventlog = EventLog(self.snapshots.folder / EVENT_LOG)
         except BaseException:
             self.snapshots.close()
             raise
@@ -129,20 +140,32 @@ class Service:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="micro-kernels")
         self.batcher = Batcher(self._answer, self.executor, max_rows=max_batch,
                                max_wait=batch_wait, on_batch=self._on_batch)
-        self.updater = Updater(self, self.snapshots, queue_size=queue_size,
-                               in_process=update_in_process)
+        self.updater = Updater(self, self.snapshots, in_process=update_in_process,
+                               retry_seconds=retry_seconds)
+        # what the snapshot holds is no longer kept; what is after it is replayed
+        self.eventlog.forget_through(served.chunk)
+        self.ingest = Ingest(self, self.eventlog, self.eventlog.after(served.chunk),
+                             LiveMetrics(self.metrics.registry), queue_size=queue_size,
+                             chunk_seconds=chunk_seconds)
         self._openapi = {}
 
     # ------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
+        """Replay the event log's open chunk, start the batcher and the updater, and queue
+        the closes that were due."""
         self.batcher.start()
+        await self.ingest.start()
         await self.updater.start()
+        for chunk in self.ingest.due:
+            self.updater.close(chunk)
 
     async def stop(self) -> None:
+        await self.ingest.stop()
         await self.updater.stop()
         await self.batcher.stop()
         self.executor.shutdown(wait=True)
+        self.eventlog.close()
         self.snapshots.close()
 
     async def warm(self, served: ServedModel) -> None:
@@ -174,9 +197,11 @@ class Service:
 
     def health(self) -> dict:
         served = self.served
-        return {"status": "ok", "chunk": served.chunk, "model": served.name,
-                "path": str(served.path), "queued": list(self.updater.queued),
-                "last_error": self.updater.last_error, "version": __version__}
+        error = self.updater.last_error
+        return {"status": "ok" if error is None else "degraded", "chunk": served.chunk,
+                "model": served.name, "path": str(served.path),
+                **self.ingest.health(), "queued": list(self.updater.queued),
+                "last_error": error, "version": __version__}
 
 
 async def _body(request: Request, limit: int) -> dict:
@@ -246,8 +271,29 @@ def create_app(model_path=None, *, service: Service | None = None, **options) ->
         # a chunk's JSON is large: parsed and checked off the event loop
         req = await asyncio.get_running_loop().run_in_executor(
             None, lambda: parse_chunk(parse_json(raw), served.user_kind, served.item_kind))
-        service.updater.submit(req)
-        return _json({"status": "queued", "chunk": req.chunk,
+        ack = await service.ingest.submit(Job("chunk", req.chunk, req.user, req.item))
+        return _json({"status": "queued", "chunk": ack.chunk, "offset": ack.offset,
+                      "queued": list(service.updater.queued)}, 202)
+
+    async def engagements(request):
+        raw = await _read(request, limits.max_engagements_bytes)
+        served = service.served
+
+        def parse():
+            return parse_engagements(parse_json(raw), served.user_kind, served.item_kind,
+                                     limits)
+
+        # a large body is parsed and checked off the event loop
+        req = (parse() if len(raw) < 65536
+               else await asyncio.get_running_loop().run_in_executor(None, parse))
+        ack = await service.ingest.submit(Job("engagements", req.chunk, req.user, req.item))
+        return _json({"acknowledged": ack.n, "chunk": ack.chunk, "offset": ack.offset})
+
+    async def close(request):
+        raw = await _read(request, limits.max_body_bytes)
+        chunk = parse_close(parse_json(raw) if raw else {})
+        ack = await service.ingest.submit(Job("close", chunk))
+        return _json({"status": "queued", "chunk": ack.chunk,
                       "queued": list(service.updater.queued)}, 202)
 
     async def metrics(request):
@@ -282,6 +328,8 @@ def create_app(model_path=None, *, service: Service | None = None, **options) ->
         Route("/similar", endpoint("similar", similar), methods=["POST"]),
         Route("/explain", endpoint("explain", explain), methods=["POST"]),
         Route("/chunks", endpoint("chunks", chunks), methods=["POST"]),
+        Route("/chunks/close", endpoint("close", close), methods=["POST"]),
+        Route("/engagements", endpoint("engagements", engagements), methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
     ]

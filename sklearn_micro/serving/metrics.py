@@ -52,3 +52,40 @@ class Metrics:
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
+
+
+SYNC_BUCKETS = (0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+FRESHNESS_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
+                     10.0, 30.0, 60.0, 300.0, 1800.0)
+
+
+class LiveMetrics:
+    """The event path's metrics, in the registry of a `Metrics`: ingest, the event log's
+    syncs, observing, the open chunk."""
+
+    def __init__(self, registry: CollectorRegistry):
+        r = registry
+        self.engagements = Counter("micro_engagements", "Engagements acknowledged (durable "
+                                   "in the event log).", registry=r)
+        self.sync_seconds = Histogram("micro_event_log_sync_seconds", "Time of one commit of "
+                                      "the event log, its fsync included.",
+                                      buckets=SYNC_BUCKETS, registry=r)
+        self.commit_requests = Histogram("micro_event_log_commit_requests", "Requests "
+                                         "written by one commit (a group commit).",
+                                         buckets=BATCH_BUCKETS, registry=r)
+        self.observe_seconds = Histogram("micro_observe_seconds", "Time of one observe of "
+                                         "acknowledged engagements into the served model.",
+                                         buckets=LATENCY_BUCKETS, registry=r)
+        self.observe_failed = Counter("micro_observe_failed", "Acknowledged engagements the "
+                                      "served model refused to observe (they are learned "
+                                      "when their chunk closes).", registry=r)
+        self.freshness = Histogram("micro_freshness_seconds", "Time from an engagement's "
+                                   "acknowledgement to the served model answering with it.",
+                                   buckets=FRESHNESS_BUCKETS, registry=r)
+        self.live = Gauge("micro_live_engagements", "Engagements in the served model's live "
+                          "layer (its open chunk).", registry=r)
+        self.open_chunk = Gauge("micro_open_chunk", "The chunk engagements go to.", registry=r)
+        self.open_engagements = Gauge("micro_open_engagements", "Engagements acknowledged in "
+                                      "the open chunk.", registry=r)
+        self.durable_offset = Gauge("micro_durable_offset", "The offset of the last durable "
+                                    "engagement.", registry=r)

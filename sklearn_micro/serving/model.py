@@ -1,7 +1,9 @@
 """The model a service answers from: one loaded file, its id kinds, what it can answer.
 
-A `ServedModel` is never changed once built: an update builds a new one from a new file
-and the service swaps its reference, so every answer comes from one whole model.
+A `ServedModel`'s closed chunks never change once it is built: a close builds a new one
+from a new file and the service swaps its reference, so every answer comes from one whole
+model. Its open chunk grows by `ServedModel.observe`, which the recommender publishes in one
+swap of its own (an answer sees an observed batch whole or not at all).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ..base import final_step
 from .requests import (
@@ -85,6 +88,19 @@ class ServedModel:
     @property
     def name(self) -> str:
         return type(self.recommender).__name__
+
+    @property
+    def n_observed(self) -> int:
+        """Engagements of the open chunk in the model so far."""
+        return int(self.recommender.n_observed_)
+
+    def observe(self, user: list, item: list) -> None:
+        """Add engagements of the open chunk (``chunk + 1``) to the model at once (the
+        recommender's ``observe``; its ValueError when it refuses them)."""
+        n = len(user)
+        self.recommender.observe(pd.DataFrame({
+            "user": as_id_array(user, self.user_kind), "item": as_id_array(item, self.item_kind),
+            "chunk": np.full(n, self.chunk + 1, dtype=np.int64)}))
 
     # --------------------------------------------------------------- checks
 

@@ -58,7 +58,7 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
             "type": "object", "required": ["items"], "additionalProperties": False,
             "properties": {
                 "items": {**item_list, "maxItems": limits.max_users},
-                "m": {**m, "default": 20},
+                "m": {**m, "default": 100},
                 "exclude": one_or_per_row, "allow": one_or_per_row,
             },
         },
@@ -94,6 +94,27 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
                            "user": {"type": "array", "items": user},
                            "item": item_list},
         },
+        "EngagementsRequest": {
+            "type": "object", "required": ["user", "item"], "additionalProperties": False,
+            "properties": {"chunk": {"type": "integer", "format": "int64",
+                                     "description": "the open chunk (the default) or the "
+                                                    "next one, which closes the open one"},
+                           "user": {"type": "array", "items": user,
+                                    "maxItems": limits.max_engagements},
+                           "item": {**item_list, "maxItems": limits.max_engagements}},
+        },
+        "Acknowledged": {
+            "type": "object", "description": "the request's engagements are synced to the "
+                                             "event log",
+            "properties": {"acknowledged": {"type": "integer"}, "chunk": {"type": "integer"},
+                           "offset": {"type": "integer", "description": "the offset of its "
+                                      "last engagement"}},
+        },
+        "CloseRequest": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"chunk": {"type": "integer", "format": "int64",
+                                     "description": "the open chunk"}},
+        },
         "ChunkAccepted": {
             "type": "object",
             "properties": {"status": {"const": "queued"}, "chunk": {"type": "integer"},
@@ -101,7 +122,12 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
         },
         "Health": {
             "type": "object",
-            "properties": {"status": {"const": "ok"}, "chunk": {"type": "integer"},
+            "properties": {"status": {"enum": ["ok", "degraded"]},
+                           "chunk": {"type": "integer"},
+                           "open_chunk": {"type": "integer"},
+                           "engagements": {"type": "integer"},
+                           "observed": {"type": "integer"},
+                           "offset": {"type": "integer"},
                            "model": {"type": "string"}, "queued": {"type": "array"},
                            "last_error": {"type": ["object", "null"]},
                            "version": {"type": "string"}},
@@ -142,10 +168,25 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
                              "SimilarRequest", 200, "Ranked"),
             "/explain": post("each item's score as a sum of its terms", "ExplainRequest", 200,
                              "ExplainResponse"),
-            "/chunks": post("queue one whole chunk: partial_fit on a copy, saved, swapped in",
+            "/engagements": post("engagements synced to the event log, then observed into "
+                                 "the served model", "EngagementsRequest", 200,
+                                 "Acknowledged",
+                                 (409, "a chunk closed already, or not the open one or the "
+                                       "next"),
+                                 (429, "the queue of closes is full"),
+                                 (503, "the event log could not be written: nothing was "
+                                       "acknowledged")),
+            "/chunks": post("one whole chunk, synced to the event log, then closed: "
+                            "partial_fit in the update process, saved, swapped in",
                             "ChunkRequest", 202, "ChunkAccepted",
-                            (409, "the chunk is live or queued already, or older"),
-                            (429, "the queue is full: send again after Retry-After seconds")),
+                            (409, "the chunk is closed already, or not the open one or the "
+                                  "next"),
+                            (429, "the queue is full: send again after Retry-After seconds"),
+                            (503, "the event log could not be written")),
+            "/chunks/close": post("close the open chunk (durable before the answer)",
+                                  "CloseRequest", 202, "ChunkAccepted",
+                                  (409, "not the open chunk, or the open chunk is empty"),
+                                  (429, "the queue of closes is full")),
             "/metrics": {"get": {"summary": "Prometheus text", "responses": {
                 "200": {"description": "metrics", "content": {"text/plain": {}}}}}},
         },

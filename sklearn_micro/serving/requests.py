@@ -2,7 +2,7 @@
 
 Every check names the field it refused and what it expected, as a `RequestError` with the
 HTTP status the service answers with (400 for a body that is not JSON, 413 for too much,
-422 for a field of the wrong type or value, 409 for a chunk the service has already).
+422 for a field of the wrong type or value, 409 for a chunk the service has closed already).
 Nothing here touches a model: the id kinds and the limits are handed in.
 """
 
@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-__all__ = ["ChunkRequest", "ExplainRequest", "Limits", "RecommendRequest", "RequestError",
-           "SimilarRequest", "parse_chunk", "parse_explain", "parse_json", "parse_recommend",
+__all__ = ["ChunkRequest", "EngagementsRequest", "ExplainRequest", "Limits",
+           "RecommendRequest", "RequestError", "SimilarRequest", "parse_chunk", "parse_close",
+           "parse_engagements", "parse_explain", "parse_json", "parse_recommend",
            "parse_similar"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -51,6 +52,10 @@ class Limits:
         Body of a request other than ``/chunks``: more is a 413.
     max_chunk_bytes : int
         Body of a ``/chunks`` request: more is a 413.
+    max_engagements : int
+        Engagements of one ``/engagements`` request: more is a 413.
+    max_engagements_bytes : int
+        Body of an ``/engagements`` request: more is a 413.
     """
 
     max_users: int = 1000
@@ -58,6 +63,8 @@ class Limits:
     max_filter_ids: int = 100_000
     max_body_bytes: int = 4 * 2**20
     max_chunk_bytes: int = 512 * 2**20
+    max_engagements: int = 100_000
+    max_engagements_bytes: int = 32 * 2**20
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,19 @@ class ChunkRequest:
     chunk: int
     user: list = field(repr=False)
     item: list = field(repr=False)
+
+
+@dataclass(frozen=True)
+class EngagementsRequest:
+    """Engagements of the open chunk (``chunk`` None), or of the chunk ``chunk``."""
+
+    chunk: int | None
+    user: list = field(repr=False)
+    item: list = field(repr=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.user)
 
 
 _KIND_NAMES = {"int": "an integer", "str": "a string"}
@@ -286,7 +306,7 @@ def parse_similar(body: dict, item_kind: str, limits: Limits) -> SimilarRequest:
     if isinstance(items, list):
         _check_count(len(items), "items", limits)
     items = check_ids(items, item_kind, "items", "item")
-    m = _check_m(body, 20, limits)
+    m = _check_m(body, 100, limits)
     exclude, exclude_rows, n_exclude = _check_filter(body, "exclude", item_kind, len(items),
                                                      "items")
     allow, allow_rows, n_allow = _check_filter(body, "allow", item_kind, len(items), "items")
@@ -317,19 +337,51 @@ def parse_explain(body: dict, user_kind: str, item_kind: str, limits: Limits,
 def parse_chunk(body: dict, user_kind: str, item_kind: str) -> ChunkRequest:
     """``POST /chunks``: ``{"chunk": c, "user": [...], "item": [...]}``, one whole chunk."""
     _check_fields(body, ("chunk", "user", "item"), ("chunk", "user", "item"))
-    chunk = body["chunk"]
+    chunk = _check_chunk(body["chunk"])
+    return ChunkRequest(chunk, *_check_columns(body, user_kind, item_kind, "chunk"))
+
+
+def parse_engagements(body: dict, user_kind: str, item_kind: str, limits: Limits,
+                      ) -> EngagementsRequest:
+    """``POST /engagements``: ``{"user": [...], "item": [...], "chunk": c}``, ``chunk``
+    optional (the open chunk)."""
+    _check_fields(body, ("user", "item", "chunk"), ("user", "item"))
+    chunk = body.get("chunk")
+    if chunk is not None:
+        chunk = _check_chunk(chunk)
+    user = body["user"]
+    if isinstance(user, list) and len(user) > limits.max_engagements:
+        raise RequestError(413, "user", f"at most {limits.max_engagements} engagements per "
+                                        f"request; got {len(user)}. Split the request.")
+    return EngagementsRequest(chunk, *_check_columns(body, user_kind, item_kind, "request"))
+
+
+def parse_close(body: dict) -> int | None:
+    """``POST /chunks/close``: ``{}`` or ``{"chunk": c}``, the open chunk."""
+    _check_fields(body, ("chunk",), ())
+    chunk = body.get("chunk")
+    return None if chunk is None else _check_chunk(chunk)
+
+
+def _check_chunk(chunk) -> int:
     if type(chunk) is not int or not INT64_MIN <= chunk <= INT64_MAX:
         raise RequestError(422, "chunk", f"chunk must be a 64-bit integer (larger is later); "
                                          f"got {_json_type(chunk)}.")
+    return chunk
+
+
+def _check_columns(body: dict, user_kind: str, item_kind: str, what: str) -> tuple[list, list]:
+    """The ``user`` and ``item`` columns of engagements: ids of the model's kinds, of equal
+    and non-zero length."""
     user = check_ids(body["user"], user_kind, "user", "user")
     item = check_ids(body["item"], item_kind, "item", "item")
     if len(user) != len(item):
-        raise RequestError(422, "item", f"user and item are the chunk's columns and must be of "
-                                        f"equal length; got {len(user)} users and "
+        raise RequestError(422, "item", f"user and item are the {what}'s columns and must be "
+                                        f"of equal length; got {len(user)} users and "
                                         f"{len(item)} items.")
     if not user:
-        raise RequestError(422, "user", "the chunk holds no engagements.")
-    return ChunkRequest(chunk, user, item)
+        raise RequestError(422, "user", f"the {what} holds no engagements.")
+    return user, item
 
 
 def as_id_array(values: list, kind: str) -> np.ndarray:

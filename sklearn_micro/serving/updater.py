@@ -1,13 +1,15 @@
-"""The update loop: queued chunks applied one at a time, saved, then swapped in.
+"""The update loop: closed chunks applied one at a time, in order, saved, then swapped in.
 
-For each chunk, the update process (`sklearn_micro.serving.worker`, started with the
-service and kept) loads the file of the model being served, runs ``partial_fit`` on the
-chunk and saves the result as the chunk's snapshot (a temporary file renamed into place).
-The service then loads that snapshot, runs its kernels once, and swaps it in: one
-reference, so a request is answered by the model before the chunk or the one after it,
-never a mix. Meanwhile requests are answered by the model before. A failed update leaves
-that model serving and is kept as ``last_error``; an update process that died is started
-again for the next chunk.
+For each closed chunk, the service reads its engagements from the event log and the update
+process (`sklearn_micro.serving.worker`, started with the service and kept) loads the file
+of the model being served, runs ``partial_fit`` on the chunk and saves the result as the
+chunk's snapshot (a temporary file renamed into place). The service then loads that
+snapshot, runs its kernels once, gives it the engagements acknowledged since for the next
+chunk, and swaps it in: one reference, so a request is answered by the model before the
+chunk or the one after it, never a mix. Meanwhile requests are answered by the model
+before. A close that fails leaves that model serving, is kept as ``last_error`` and is tried
+again after a wait that doubles each time (up to `MAX_RETRY_SECONDS`): no later chunk is
+applied before it. An update process that died is started again for the next try.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ import numpy as np
 from ..persistence import load
 from . import worker
 from .model import ServedModel
-from .requests import ChunkRequest, RequestError, as_id_array
+from .requests import as_id_array
 from .snapshots import Snapshots
 
 __all__ = ["Updater"]
 
 log = logging.getLogger("sklearn_micro.serving")
+
+MAX_RETRY_SECONDS = 60.0
 
 
 class UpdateFailed(RuntimeError):
@@ -38,32 +42,32 @@ class UpdateFailed(RuntimeError):
 
 
 class Updater:
-    """Queue of chunks and the task that applies them.
+    """Queue of closed chunks and the task that applies them.
 
     Parameters
     ----------
     service : Service
-        Holds the served model (``service.served``) and is told of each new one
-        (``service.swap``).
+        Holds the served model (``service.served``), the event log (``service.eventlog``)
+        and the ingest path, which swaps each new model in (``service.ingest.swap_in``).
     snapshots : Snapshots
         Where each update is saved.
-    queue_size : int
-        Chunks queued or being applied, at most: one more is a 429.
     in_process : bool
         Apply updates on a thread of the service's process instead of a worker process
         (for comparison only: the sampler's kernels then hold the GIL the requests need).
+    retry_seconds : float
+        The wait before a failed close is tried again, doubled at each failure.
     """
 
-    def __init__(self, service, snapshots: Snapshots, *, queue_size: int = 4,
-                 in_process: bool = False):
+    def __init__(self, service, snapshots: Snapshots, *, in_process: bool = False,
+                 retry_seconds: float = 1.0):
         self.service = service
         self.snapshots = snapshots
-        self.queue_size = queue_size
         self.in_process = in_process
+        self.retry_seconds = retry_seconds
         self.queued: list[int] = []
         self.last_error: dict | None = None
         self.last_seconds = 0.0
-        self._queue: asyncio.Queue = asyncio.Queue()
+        self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._io = ThreadPoolExecutor(1, thread_name_prefix="micro-update")
         self._worker: asyncio.subprocess.Process | None = None
@@ -86,65 +90,61 @@ class Updater:
         await self._stop_worker()
         self._io.shutdown(wait=False, cancel_futures=True)
 
-    def submit(self, req: ChunkRequest) -> None:
-        """Queue ``req``, or raise the `RequestError` that says why not."""
-        live = self.service.served.chunk
-        if req.chunk == live:
-            raise RequestError(409, "chunk", f"chunk {req.chunk} is live already.")
-        if req.chunk in self.queued:
-            raise RequestError(409, "chunk", f"chunk {req.chunk} is queued already.")
-        newest = max([live, *self.queued])
-        if req.chunk < newest:
-            where = "live" if newest == live else "queued"
-            raise RequestError(409, "chunk", f"chunks must come in order: chunk {req.chunk} is "
-                                             f"older than chunk {newest}, which is {where}.")
-        if len(self.queued) >= self.queue_size:
-            retry = max(1, round(self.last_seconds * len(self.queued)))
-            raise RequestError(429, None, f"{len(self.queued)} chunks are queued or being "
-                                          f"applied, the most the queue holds; send this one "
-                                          f"again later.", headers={"Retry-After": str(retry)})
-        self.queued.append(req.chunk)
+    def close(self, chunk: int) -> None:
+        """Queue the close of ``chunk`` (durable in the event log, after every chunk
+        queued)."""
+        self.queued.append(chunk)
         self.service.metrics.queued.set(len(self.queued))
-        self._queue.put_nowait(req)
+        self._wakeup.set()
 
     async def _run(self) -> None:
+        failures = 0
         while True:
-            req = await self._queue.get()
+            if not self.queued:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            chunk = self.queued[0]
             start = time.perf_counter()
             try:
-                await self._apply(req)
+                await self._apply(chunk)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001  (kept for /health; the old model serves)
+                failures += 1
+                wait = min(MAX_RETRY_SECONDS, self.retry_seconds * 2 ** (failures - 1))
                 message = str(exc) or type(exc).__name__
-                log.error("update to chunk %s failed: %s", req.chunk, message)
-                self.last_error = {"chunk": req.chunk, "error": message,
+                log.error("closing chunk %s failed (%d times): %s; trying again in %.1f s",
+                          chunk, failures, message, wait)
+                self.last_error = {"chunk": chunk, "error": message, "failures": failures,
+                                   "retry_in_seconds": wait,
                                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
                 self.service.metrics.updates.labels("failed").inc()
+                await asyncio.sleep(wait)
             else:
+                failures = 0
                 self.last_seconds = time.perf_counter() - start
                 self.service.metrics.updates.labels("applied").inc()
                 self.service.metrics.update_seconds.observe(self.last_seconds)
-                log.info("chunk %s is live (%.1f s)", req.chunk, self.last_seconds)
-            finally:
-                if req.chunk in self.queued:
-                    self.queued.remove(req.chunk)
-                self.service.metrics.queued.set(len(self.queued))
+                log.info("chunk %s is live (%.1f s)", chunk, self.last_seconds)
 
-    async def _apply(self, req: ChunkRequest) -> None:
+    async def _apply(self, chunk: int) -> None:
         loop = asyncio.get_running_loop()
         base: ServedModel = self.service.served
+        if base.chunk != chunk - 1:
+            raise UpdateFailed(f"chunk {chunk} cannot be applied to the served model of "
+                               f"chunk {base.chunk}")
         chunk_file = self.snapshots.temporary("chunk-").with_suffix(".npz")
         tmp = self.snapshots.temporary()
         handoff = self.snapshots.temporary("handoff-")
-        final = self.snapshots.path(req.chunk)
+        final = self.snapshots.path(chunk)
         fmt = "skops" if self.snapshots.suffix == ".skops" else "pickle"
         source = (self._handoff[1], "pickle") if (
             self._handoff is not None and self._handoff[0] is base) else (base.path, fmt)
         steps = {}
         start = time.perf_counter()
         try:
-            await loop.run_in_executor(self._io, self._write_chunk, req, base, chunk_file)
+            await loop.run_in_executor(self._io, self._write_chunk, chunk, base, chunk_file)
             if self.in_process:
                 await loop.run_in_executor(self._io, worker.update, source[0], chunk_file,
                                            tmp, final, fmt, os.getppid(), handoff, source[1])
@@ -170,22 +170,32 @@ class Updater:
             for path in (chunk_file, tmp):
                 path.unlink(missing_ok=True)
         # what /health shows changes at once with the model
+        start = time.perf_counter()
         self.last_error = None
-        self.queued.remove(req.chunk)
-        self.service.swap(served)
+        self.queued.remove(chunk)
+        self.service.metrics.queued.set(len(self.queued))
+        await self.service.ingest.swap_in(served)
+        steps["swapped in"] = time.perf_counter() - start
         if self._handoff is not None:
             self._handoff[1].unlink(missing_ok=True)
         self._handoff = (served, handoff) if handoff.exists() else None
-        await loop.run_in_executor(self._io, self.snapshots.prune)
-        log.info("chunk %s: %s", req.chunk, ", ".join(f"{name} in {seconds:.2f} s"
-                                                    for name, seconds in steps.items()))
+        await loop.run_in_executor(self._io, self._forget, chunk)
+        log.info("chunk %s: %s", chunk, ", ".join(f"{name} in {seconds:.2f} s"
+                                                for name, seconds in steps.items()))
 
-    @staticmethod
-    def _write_chunk(req: ChunkRequest, base: ServedModel, path) -> None:
+    def _forget(self, chunk: int) -> None:
+        """Keep ``keep`` snapshots, and in the event log only what the newest lacks."""
+        self.snapshots.prune()
+        self.service.eventlog.forget_through(chunk)
+
+    def _write_chunk(self, chunk: int, base: ServedModel, path) -> None:
+        user, item = self.service.eventlog.chunk(chunk)
+        if not user:
+            raise UpdateFailed(f"the event log holds no engagements of chunk {chunk}")
         with open(path, "wb") as f:
-            np.savez(f, user=as_id_array(req.user, base.user_kind),
-                     item=as_id_array(req.item, base.item_kind),
-                     chunk=np.full(len(req.user), req.chunk, dtype=np.int64))
+            np.savez(f, user=as_id_array(user, base.user_kind),
+                     item=as_id_array(item, base.item_kind),
+                     chunk=np.full(len(user), chunk, dtype=np.int64))
 
     async def _run_worker(self, source: tuple, chunk_file, tmp, final, fmt,
                           handoff) -> None:
