@@ -28,10 +28,37 @@ MODES = ("chunk", "users", "live")
 
 @dataclass(frozen=True)
 class PrequentialReport:
-    """The reports of a prequential evaluation, each a `RollingReport` of (user, batch)
-    points: against the batch's items (``all``), against those of its items the model had
-    not seen before the chunk (``new_items``; points with none left out), and against the
-    others (``old_items``)."""
+    """The reports of a prequential evaluation, one `RollingReport` per kind of item.
+
+    Each report holds (user, batch) points: a user of a batch, scored before the batch was
+    observed, against the user's items of the batch.
+
+    Parameters
+    ----------
+    all : RollingReport
+        Against all the user's items of the batch.
+    new_items : RollingReport
+        Against those of its items the model had not seen before the chunk (points with
+        none left out).
+    old_items : RollingReport
+        Against the others.
+
+    See Also
+    --------
+    prequential_evaluate : Makes one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_micro.baselines import PopularityRecommender
+    >>> from sklearn_micro.model_selection import prequential_evaluate
+    >>> train = np.array([[1, 10, 0], [2, 10, 0], [2, 11, 0]])
+    >>> test = np.array([[1, 12, 1], [3, 12, 1], [4, 10, 1]])
+    >>> report = prequential_evaluate(PopularityRecommender().fit(train), test,
+    ...                               batch_size=1, time=[0, 1, 2], m_values=1)
+    >>> len(report.all), len(report.new_items), len(report.old_items)
+    (3, 2, 1)
+    """
 
     all: RollingReport
     new_items: RollingReport
@@ -194,9 +221,35 @@ def prequential_evaluate(estimator, X_test, *, batch_size: int = 1000, mode: str
 
 
 class PrequentialScorer:
-    """Scorer running `prequential_evaluate` on a deep copy: ``scorer(estimator, X) ->
-    dict`` of the overall means over (user, batch) points, for `GridSearchCV` and
-    `cross_validate`; made by `make_prequential_scorer`."""
+    """Scorer running `prequential_evaluate` on a deep copy: ``scorer(estimator, X)``.
+
+    It returns a dict of the overall means over (user, batch) points, for `GridSearchCV`
+    and `cross_validate`. Made by `make_prequential_scorer`, which validates the
+    parameters.
+
+    Parameters
+    ----------
+    m_values : int or sequence of int, default=(10, 25, 50, 100)
+        Cut-offs M.
+    batch_size : int, default=1000
+        Engagements per batch.
+    mode : {"chunk", "users", "live"}, default="live"
+        What a batch is ranked from, as in `prequential_evaluate`.
+    exclude_seen : bool, default=False
+        Passed to ``recommend``.
+    random_state : int, default=0
+        Seeds the order within chunks.
+
+    See Also
+    --------
+    make_prequential_scorer : Makes a `PrequentialScorer`.
+
+    Examples
+    --------
+    >>> from sklearn_micro.model_selection import make_prequential_scorer
+    >>> make_prequential_scorer(m_values=10, batch_size=100)
+    make_prequential_scorer(m_values=10, batch_size=100, mode='live', exclude_seen=False, random_state=0)
+    """
 
     def __init__(self, m_values=(10, 25, 50, 100), *, batch_size: int = 1000,
                  mode: str = "live", exclude_seen: bool = False, random_state=0):
@@ -224,14 +277,30 @@ def make_prequential_scorer(m_values=(10, 25, 50, 100), *, batch_size: int = 100
                             random_state=0) -> PrequentialScorer:
     """A multi-metric scorer of the prequential protocol, for `GridSearchCV`.
 
-    Parameters are those of `prequential_evaluate`; the scorer returns the overall means
-    (keys like ``"recall@100"``) of a deep copy's evaluation over the test rows, so the
-    estimator it is given is left as it was.
+    The scorer returns the overall means (keys like ``"recall@100"``) of a deep copy's
+    evaluation over the test rows, so the estimator it is given is left as it was.
+
+    Parameters
+    ----------
+    m_values : int or sequence of int, default=(10, 25, 50, 100)
+        Cut-offs M.
+    batch_size : int, default=1000
+        Engagements per batch.
+    mode : {"chunk", "users", "live"}, default="live"
+        What a batch is ranked from, as in `prequential_evaluate`.
+    exclude_seen : bool, default=False
+        Passed to ``recommend``.
+    random_state : int, default=0
+        Seeds the order within chunks.
 
     Returns
     -------
     scorer : PrequentialScorer
         A callable ``scorer(estimator, X, y=None)`` returning a dict of floats.
+
+    See Also
+    --------
+    prequential_evaluate : The protocol the scorer runs.
 
     Examples
     --------

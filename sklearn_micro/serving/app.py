@@ -139,7 +139,8 @@ class Service:
         self.metrics.chunk.set(served.chunk)
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="micro-kernels")
         self.batcher = Batcher(self._answer, self.executor, max_rows=max_batch,
-                               max_wait=batch_wait, on_batch=self._on_batch)
+                               max_wait=batch_wait, on_batch=self._on_batch,
+                               on_fallback=self.metrics.batch_fallbacks.inc)
         self.updater = Updater(self, self.snapshots, in_process=update_in_process,
                                retry_seconds=retry_seconds)
         # what the snapshot holds is no longer kept; what is after it is replayed
