@@ -247,8 +247,8 @@ class PrequentialScorer:
     Examples
     --------
     >>> from sklearn_micro.model_selection import make_prequential_scorer
-    >>> make_prequential_scorer(m_values=10, batch_size=100)
-    make_prequential_scorer(m_values=10, batch_size=100, mode='live', exclude_seen=False, random_state=0)
+    >>> make_prequential_scorer(m_values=10, batch_size=100).mode
+    'live'
     """
 
     def __init__(self, m_values=(10, 25, 50, 100), *, batch_size: int = 1000,
