@@ -589,7 +589,8 @@ def test_snapshot_of_models_own_chunk_is_not_served(micro, model_file):
 def test_snapshot_that_fails_to_warm_is_removed_and_the_previous_served(
         micro, model_file, monkeypatch):
     """The second update's snapshot is published, then fails to warm: the model before
-    keeps serving, the snapshot is removed, and a restart serves the one before it."""
+    keeps serving, the chunk stays queued to be retried (degraded, never skipped), the
+    snapshot is removed, and a restart serves the one before it."""
     from sklearn_micro.serving.model import ServedModel
 
     warm = ServedModel.warm
@@ -604,8 +605,14 @@ def test_snapshot_that_fails_to_warm_is_removed_and_the_previous_served(
         assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
         assert _wait_live(c, 4)["chunk"] == 4
         assert c.post("/chunks", json=_body(CHUNKS[1])).status_code == 202
-        health = _wait_live(c, 5)
+        deadline = time.monotonic() + 120
+        health = c.get("/health").json()
+        while not (health.get("last_error") or {}).get("chunk") == 5:
+            assert time.monotonic() < deadline, f"chunk 5 never failed: {health}"
+            time.sleep(0.05)
+            health = c.get("/health").json()
         assert health["chunk"] == 4 and "warming failed" in health["last_error"]["error"]
+        assert health["status"] == "degraded" and 5 in health["queued"]
     folder = model_file.parent / (model_file.name + ".d")
     assert not (folder / "chunk-5.skops").exists()
     assert _served_chunk(model_file) == (4, folder / "chunk-4.skops")
