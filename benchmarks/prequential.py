@@ -50,19 +50,20 @@ M = 100
 
 
 def _load(args):
-    """The log, the times of its rows (or None), the training chunks, K, and settings."""
+    """The log (with a ``timestamp`` column where its rows have times), its training
+    chunks, K, and the embedding's and MiCRO's settings."""
     # the real logs come in time order: a row's position is its time
     if args.log == "higgs":
         frame = load_higgs(chunk_hours=6, as_frame=True)
-        return frame.assign(timestamp=np.arange(len(frame))), None, 19, 400, {}, {}
+        return frame.assign(timestamp=np.arange(len(frame))), 19, 400, {}, {}
     if args.log == "movielens":
         frame = load_movielens(chunk_days=30, as_frame=True)
-        return frame.assign(timestamp=np.arange(len(frame))), None, 250, 100, {}, {}
+        return frame.assign(timestamp=np.arange(len(frame))), 250, 100, {}, {}
     if args.log == "generated":
         import pandas as pd
         log = check_log(make_engagements(**DEFAULT_LOG))
         frame = pd.DataFrame({"user": log.user, "item": log.item, "chunk": log.chunk})
-        return frame, None, 12, 100, {}, {}
+        return frame, 12, 100, {}, {}
     p = preset_parameters(args.log, args.scale)
     chunks = []
     for chunk in iter_preset(args.log, args.scale):
@@ -71,7 +72,7 @@ def _load(args):
     frame = pd.DataFrame({"user": np.concatenate([c.user for c in chunks]),
                           "item": np.concatenate([c.item for c in chunks]),
                           "chunk": np.concatenate([c.chunk for c in chunks])})
-    return (frame, None, p.train_chunks, p.n_interests,
+    return (frame, p.train_chunks, p.n_interests,
             {"negative_weight": p.negative_weight}, {"beta": p.beta})
 
 
@@ -90,7 +91,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     header(f"Prequential evaluation on {args.log}", "prequential.py", argv)
 
-    frame, _, n_train, k, embed_kw, micro_kw = _load(args)
+    frame, n_train, k, embed_kw, micro_kw = _load(args)
     if "timestamp" in frame:
         frame = frame.sort_values("timestamp", kind="stable")
     chunk = frame["chunk"].to_numpy()

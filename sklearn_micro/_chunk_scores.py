@@ -17,11 +17,19 @@ from ._parallel import active_client
 from .base import unique_pairs
 from .metrics import METRICS
 
-__all__ = ["USER_BLOCK", "block_scores", "chunk_points", "chunk_relevant", "is_warm",
-           "list_scores", "paired_chunk_points", "scores_by_blocks"]
+__all__ = ["USER_BLOCK", "block_scores", "check_m_values", "chunk_points", "chunk_relevant",
+           "is_warm", "list_scores", "paired_chunk_points", "scores_by_blocks"]
 
 # users per recommend call during the rolling evaluation
 USER_BLOCK = 1 << 14
+
+
+def check_m_values(m_values) -> np.ndarray:
+    """The cut-offs M of an evaluation, sorted and distinct, checked to be integers >= 1."""
+    values = np.unique(np.atleast_1d(np.asarray(m_values)))
+    if values.size == 0 or values.dtype.kind not in "iu" or values[0] < 1:
+        raise ValueError(f"m_values must be integers >= 1; got {m_values!r}.")
+    return values.astype(np.int64)
 
 
 def is_warm(recommender, users: np.ndarray) -> np.ndarray:

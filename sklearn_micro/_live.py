@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._kernels.live import draw_live
-from ._log import EngagementLog, Vocabulary
+from ._log import EngagementLog, Vocabulary, sorted_find
 from ._micro_state import LatestChunk, latest_chunk
 
 __all__ = ["LiveLayer", "live_state", "observe_batch"]
@@ -101,12 +101,7 @@ def observe_batch(live: LiveLayer, log: EngagementLog, *, support, item_interest
     # earlier engagement of the batch has it
     first = np.zeros(item.shape[0], bool)
     first[np.unique(item_row, return_index=True)[1]] = True
-    known = np.searchsorted(live.items, items)
-    known = (known < live.items.shape[0]) & (live.items[np.minimum(known,
-                                                                   live.items.shape[0] - 1)]
-                                             == items) if live.items.size else np.zeros(
-        items.shape[0], bool)
-    first &= ~known[item_row]
+    first &= ~sorted_find(live.items, items)[1][item_row]
     rng = np.random.default_rng([live.seed, live.chunk, len(live)])
     total = live.interest_total.copy()
     z = np.full(item.shape[0], -1, np.int32)
@@ -118,7 +113,7 @@ def observe_batch(live: LiveLayer, log: EngagementLog, *, support, item_interest
               support, item_interest,
               (live.user_keys, live.user_counts, live.item_keys, live.item_counts, total,
                live.items.shape[0]),
-              (float(alpha), float(beta), float(n_interests)), z, adopted)
+              (float(alpha), float(beta), int(n_interests)), z, adopted)
     given = z >= 0
     K = np.int64(n_interests)
     user_keys, user_counts = _add_counts(live.user_keys, live.user_counts,
@@ -186,5 +181,4 @@ def live_state(state: dict, live: LiveLayer, weight: float, n_interests: int) ->
     rows = np.zeros(n_users + 1, np.int64)
     np.cumsum(np.bincount(live.user, minlength=n_users), out=rows[1:])
     view["_live_rows"] = (rows, live.item[order], live.interest[order])
-    view["_closed_state"] = state
     return view

@@ -13,7 +13,7 @@ from numbers import Integral
 
 import numpy as np
 
-from ._chunk_scores import chunk_relevant, is_warm, list_scores
+from ._chunk_scores import check_m_values, chunk_relevant, is_warm, list_scores
 from ._log import EngagementLog, check_log, iter_chunks
 from ._rolling_report import MetricSums, RollingReport
 from .base import final_step, partial_fit_through
@@ -70,10 +70,7 @@ def _check(batch_size, mode, m_values):
         raise ValueError(f"batch_size must be an integer >= 1; got {batch_size!r}.")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}; got {mode!r}.")
-    ks = np.atleast_1d(np.asarray(m_values))
-    if ks.dtype.kind not in "iu" or ks.ndim != 1 or ks.size == 0 or (ks < 1).any():
-        raise ValueError(f"m_values must be positive integers; got {m_values!r}.")
-    return np.unique(ks)
+    return check_m_values(m_values)
 
 
 def _replay_order(log: EngagementLog, rows: np.ndarray, time, rng) -> np.ndarray:
@@ -84,7 +81,7 @@ def _replay_order(log: EngagementLog, rows: np.ndarray, time, rng) -> np.ndarray
     return rows[np.argsort(time[rows], kind="stable")]
 
 
-def _histories(user, item, seen_user, seen_item):
+def _histories(user, seen_user, seen_item):
     """Each of ``user``'s items among the engagements (``seen_user``, ``seen_item``) so far
     in the chunk, as `recommend`'s ``history`` lists."""
     order = np.argsort(seen_user, kind="stable")
@@ -186,32 +183,28 @@ def prequential_evaluate(estimator, X_test, *, batch_size: int = 1000, mode: str
         order = _replay_order(log, rows, time, rng)
         for lo in range(0, order.shape[0], batch_size):
             batch = log.take(order[lo:lo + batch_size])
-            before = log.take(order[:lo])
             users, items, _, indptr, i = chunk_relevant(batch)
             warm = is_warm(rec, users)
-            history = (_histories(users, before.item, before.user, before.item)
-                       if mode == "users" else None)
+            history = None
+            if mode == "users":
+                before = log.take(order[:lo])
+                history = _histories(users, before.user, before.item)
             top = rec.recommend(users, int(ks[-1]), exclude_seen=exclude_seen,
                                 history=history)
             new = known_items.lookup(items) < 0
-            for part, keep in (("all", None), ("new_items", new), ("old_items", ~new)):
-                if keep is None:
-                    p_ptr, p_i, p_users, p_warm = indptr, i, users, warm
-                else:
-                    mine = keep[i]
-                    row = np.repeat(np.arange(users.shape[0]), np.diff(indptr))
-                    counts = np.bincount(row[mine], minlength=users.shape[0])
-                    has = counts > 0
-                    p_ptr = np.zeros(int(has.sum()) + 1, np.int64)
-                    np.cumsum(counts[has], out=p_ptr[1:])
-                    p_i = i[mine]
-                    p_users, p_warm = users[has], warm[has]
-                    top_rows = (top[0][has], top[1][has])
-                if p_users.size == 0:
+            row = np.repeat(np.arange(users.shape[0]), np.diff(indptr))
+            for part, keep in (("all", np.ones(i.shape[0], bool)), ("new_items", new[i]),
+                               ("old_items", ~new[i])):
+                # the rows with relevant items of this kind, and those items
+                counts = np.bincount(row[keep], minlength=users.shape[0])
+                has = counts > 0
+                if not has.any():
                     continue
-                got = list_scores(*(top if keep is None else top_rows), items, p_ptr,
-                                  p_i.astype(np.int64), ks)
-                sums[part].add(int(chunk), p_users, p_warm,
+                p_ptr = np.zeros(int(has.sum()) + 1, np.int64)
+                np.cumsum(counts[has], out=p_ptr[1:])
+                got = list_scores(top[0][has], top[1][has], items, p_ptr,
+                                  i[keep].astype(np.int64), ks)
+                sums[part].add(int(chunk), users[has], warm[has],
                                np.column_stack([got[name] for name in names]))
             if mode == "live":
                 rec.observe(batch)

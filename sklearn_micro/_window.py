@@ -230,29 +230,18 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
         # refused here, with the state as it was, if an id is of the wrong kind
         state["user_ids_"].extend(user, name="X user ids")
         state["item_ids_"].extend(item, name="X item ids")
-        new = {key: value for key, value in state.items() if key != "_live_cache"}
-        self._publish(dict(new, live_log_=(user, item), n_observed_=int(user.shape[0])),
-                      replacing=state)
+        self._publish_observed(state, live_log_=(user, item), n_observed_=int(user.shape[0]))
         return self
 
-    def _published(self):
-        """The state readers answer from, with the observed open chunk (`observe`) in the
-        window; made once per published state."""
-        state = self.__dict__
+    def _live_key(self, state):
+        """The observed open chunk's engagements, or None without any."""
         live = state.get("live_log_")
-        if live is None or "_closed_state" in state:
-            return super()._published()
-        cache = state.get("_live_cache")
-        if cache is None or cache[0] is not live:
-            cache = (live, self._live_state(state, live))
-            state["_live_cache"] = cache
-        view = object.__new__(type(self))
-        view.__dict__ = cache[1]
-        return view
+        return None if live is None else (id(live),)
 
-    def _live_state(self, state: dict, live) -> dict:
-        """The attributes with the open chunk's engagements ``live = (users, items)``
+    def _live_state(self, state: dict) -> dict:
+        """The attributes with the open chunk's engagements ``live_log_ = (users, items)``
         (external ids) in the window beside the closed chunks."""
+        live = state["live_log_"]
         closed = object.__new__(type(self))
         closed.__dict__ = state
         user_ids, user = state["user_ids_"].extend(live[0], name="X user ids")
@@ -269,13 +258,7 @@ class WindowRecommender(RecommenderMixin, BaseEstimator):
         closed._update_chunk(work, user, item)
         closed._popularity(work, work["window_chunk_"] >= work["latest_chunk_"])
         closed._derive(work)
-        return {**{key: value for key, value in state.items() if key != "_live_cache"},
-                **work, "_closed_state": state}
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state.pop("_live_cache", None)
-        return state
+        return {**state, **work}
 
     def _state_names(self):
         return [name for name in vars(self) if name.endswith("_") and not name.startswith("_")]

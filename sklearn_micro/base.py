@@ -41,6 +41,11 @@ __all__ = ["RecommenderMixin", "SeenItems", "append_to_rows", "csr_rows", "final
 # m may exceed the number of items known (the rows are padded) up to this many slots
 MAX_PADDED_M = 10_000
 
+# a published state's answers with the open chunk, and, in those answers' state, the
+# published state they were made from (`RecommenderMixin._published`)
+_LIVE_CACHE = "_live_cache"
+_CLOSED = "_closed_state"
+
 
 def ranges_csr(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CSR ``(indptr, positions)`` whose row ``r`` holds the positions ``lo[r]:hi[r]``."""
@@ -184,7 +189,9 @@ class RecommenderMixin:
     """
 
     def __getstate__(self):
-        return versioned_state(super().__getstate__())
+        state = super().__getstate__()
+        state.pop(_LIVE_CACHE, None)
+        return versioned_state(state)
 
     def __setstate__(self, state):
         super().__setstate__(unversioned_state(state, type(self).__name__))
@@ -289,12 +296,48 @@ class RecommenderMixin:
         return allowed_top_m(rank, user_index.shape[0], m, seen, allow, len(self.item_ids_))
 
     def _published(self):
-        """This recommender as ``partial_fit`` last published it: a view sharing the
-        state's attributes, read once, so that a reader holding it sees one state whole
-        while ``partial_fit`` builds the next one on another thread."""
+        """This recommender as ``partial_fit`` or ``observe`` last published it: a view
+        of the state's attributes, read once, so that a reader holding it sees one state
+        whole while the next one is built on another thread. With an observed open chunk
+        (`_live_key` not None) the view is `_live_state`'s, made once per published
+        state and key and kept in it."""
+        state = self.__dict__
+        key = None if _CLOSED in state else self._live_key(state)
         view = object.__new__(type(self))
-        view.__dict__ = self.__dict__
+        if key is None:
+            view.__dict__ = state
+            return view
+        cache = state.get(_LIVE_CACHE)
+        if cache is None or cache[0] != key:
+            live = self._live_state(state)
+            cache = (key, {**{name: value for name, value in live.items()
+                              if name != _LIVE_CACHE}, _CLOSED: state})
+            state[_LIVE_CACHE] = cache
+        view.__dict__ = cache[1]
         return view
+
+    def _live_key(self, state: dict):
+        """What the answers with the open chunk depend on beyond the published state
+        (compared with ``==``), or None when the state answers without it: no
+        engagements observed. Recommenders with ``observe`` override it."""
+        return None
+
+    def _live_state(self, state: dict) -> dict:
+        """The attributes that answer with the open chunk, for `_published`."""
+        raise NotImplementedError
+
+    def _closed(self):
+        """A view of the published state without the open chunk (for a view with it, of
+        the state it was made from): what ``partial_fit`` builds on."""
+        view = object.__new__(type(self))
+        view.__dict__ = self.__dict__.get(_CLOSED, self.__dict__)
+        return view
+
+    def _publish_observed(self, state: dict, **attributes) -> None:
+        """Publish ``state`` with ``attributes`` (the new open chunk) in one swap, its
+        answers' cache left behind."""
+        new = {key: value for key, value in state.items() if key != _LIVE_CACHE}
+        self._publish({**new, **attributes}, replacing=state)
 
     def _publish(self, state: dict, *, replacing: dict | None = None) -> None:
         """Make ``state`` (a new dict of attributes) this recommender's, in one swap;

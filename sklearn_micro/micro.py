@@ -499,7 +499,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         # the chunks are sampled on a copy (its own random stream) and the new state is
         # published in one swap: readers on other threads see the state before or after.
         # The closed state is what is sampled from: observed engagements never enter it.
-        work = RecommenderMixin._published(self)
+        work = self._closed()
         log = check_log(X)
         first = int(log.chunk.min())
         if first <= work.latest_chunk_:
@@ -517,7 +517,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
                 UserWarning, stacklevel=2)
         for chunk, rows in iter_chunks(log.chunk):
             work._sample_chunk(chunk, log.take(rows))
-        work.__dict__.pop("_live_cache", None)
         work.live_ = None
         work.n_observed_ = 0
         self._publish(work.__dict__, replacing=base)
@@ -588,26 +587,22 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
                                 state["support_count_"]),
             item_interest=state["item_interest_"], alpha=float(self.alpha),
             beta=float(self.beta), n_interests=self.n_interests_)
-        new = {key: value for key, value in state.items() if key != "_live_cache"}
-        self._publish(dict(new, live_=live, n_observed_=len(live)), replacing=state)
+        self._publish_observed(state, live_=live, n_observed_=len(live))
         return self
 
-    def _published(self):
-        """The state readers answer from: as `partial_fit` or `observe` last published
-        it, with the open chunk's engagements blended in (`live_state`) when there are
-        any and ``live_weight > 0``; made once per published state."""
-        state = self.__dict__
+    def _live_key(self, state):
+        """The open chunk's layer and ``live_weight``, or None without engagements
+        observed or at ``live_weight=0``: answers then come from the closed chunks."""
         live = state.get("live_")
         weight = float(state.get("live_weight", 0.0))
-        if (live is None or not len(live) or weight == 0 or "_closed_state" in state):
-            return super()._published()
-        cache = state.get("_live_cache")
-        if cache is None or cache[0] is not live or cache[1] != weight:
-            cache = (live, weight, live_state(state, live, weight, self.n_interests_))
-            state["_live_cache"] = cache
-        view = object.__new__(type(self))
-        view.__dict__ = cache[2]
-        return view
+        if live is None or not len(live) or weight == 0:
+            return None
+        return (id(live), weight)
+
+    def _live_state(self, state):
+        """The state with the open chunk blended in (`live_state`)."""
+        return live_state(state, state["live_"], float(state["live_weight"]),
+                          self.n_interests_)
 
     def _sample_chunk(self, chunk: int, log: EngagementLog) -> None:
         """Sample one chunk and move the model's state to it: lay the chunk out, run the
@@ -743,7 +738,7 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         check_is_fitted(self, "support_indptr_")
         model = clone(self).set_params(personal=0, popularity=0, phi_decay=0, live_weight=0)
         params = set(self._get_param_names())
-        state = self.__dict__.get("_closed_state", self.__dict__)
+        state = self._closed().__dict__
         model.__dict__.update({name: value for name, value in state.items()
                                if name not in params
                                and name not in ("_grouped", "_live_cache")})
@@ -876,7 +871,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
     def __getstate__(self):
         state = super().__getstate__()
         state.pop("_grouped", None)
-        state.pop("_live_cache", None)
         return state
 
     def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,

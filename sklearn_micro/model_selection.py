@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.model_selection import BaseCrossValidator
 from sklearn.utils.validation import check_is_fitted
 
+from ._chunk_scores import check_m_values as _check_m_values
 from ._chunk_scores import chunk_points
 from ._log import EngagementLog, check_log, chunk_column, iter_chunks
 from ._prequential import (
@@ -177,13 +178,6 @@ def _take_rows(X, rows: np.ndarray):
     if hasattr(X, "iloc"):
         return X.iloc[rows]
     return np.asarray(X)[rows]
-
-
-def _check_m_values(m_values) -> np.ndarray:
-    values = np.unique(np.atleast_1d(np.asarray(m_values)))
-    if values.size == 0 or values.dtype.kind not in "iu" or values[0] < 1:
-        raise ValueError(f"m_values must be integers >= 1; got {m_values!r}.")
-    return values.astype(np.int64)
 
 
 def rolling_evaluate(

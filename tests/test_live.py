@@ -261,7 +261,7 @@ def test_observed_engagements_count_as_history_does():
     assert got[0][0, 0] == by_history[0][0, 0]
 
 
-def test_readers_see_one_state_and_pickling_keeps_the_layer():
+def test_readers_see_one_state_and_saving_keeps_the_layer(tmp_path):
     import pickle
 
     model = _closed(PARAMS["paper"])
@@ -271,6 +271,14 @@ def test_readers_see_one_state_and_pickling_keeps_the_layer():
     again = pickle.loads(pickle.dumps(model))
     users = np.unique(OPEN.user)
     assert_array_equal(again.recommend(users, m=10)[0], model.recommend(users, m=10)[0])
+    pytest.importorskip("skops")
+    from sklearn_micro.persistence import dump, load
+
+    path = tmp_path / "live.skops"
+    dump(model, path)
+    loaded = load(path)
+    assert loaded.n_observed_ == model.n_observed_
+    assert_array_equal(loaded.recommend(users, m=10)[0], model.recommend(users, m=10)[0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert again.partial_fit(OPEN).live_ is None

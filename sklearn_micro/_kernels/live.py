@@ -110,8 +110,7 @@ def draw_live(batch, users, items, support, item_interest, live, prior, z, adopt
     """
     user_row, item_row, new_item, uniform = batch
     user_keys, user_counts, item_keys, item_counts, interest_total, n_items = live
-    alpha, beta, k_float = prior
-    n_interests = np.int64(k_float)
+    alpha, beta, n_interests = prior
     u_ptr, u_k, u_n, u_fill, supported = _user_rows(users[0], users[1], support,
                                                     (user_keys, user_counts), n_interests)
     i_ptr, i_k, i_n, i_fill = _item_rows(items[0], items[1], (item_keys, item_counts),
