@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._dask import score_chunk_on_cluster
-from ._kernels.metrics import metrics_of_codes, relevant_codes
+from ._kernels.evaluation import metrics_of_codes, relevant_codes
 from ._log import EngagementLog, sorted_find
 from ._parallel import active_client
 from .base import unique_pairs

@@ -11,8 +11,8 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from ._kernels import numba_threads
+from ._kernels.candidates import candidate_topm
 from ._kernels.csr import keep_entries
-from ._kernels.request import candidate_topm
 from ._kernels.selection import ItemRows
 from ._kernels.topm import Queries, Recent
 from ._log import as_ids, sorted_find

@@ -285,7 +285,7 @@ def serve(args) -> int:
                            f"{args.batch_wait_ms:g}")
     try:
         from . import serving
-        from .serving.requests import Limits
+        from .serving.validation import Limits
     except ImportError as exc:
         raise CommandError(f"serving needs the serve extra ({exc}): pip install "
                            f'"sklearn-micro[serve]"') from None

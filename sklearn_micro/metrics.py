@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from ._kernels.metrics import metrics_of_codes
+from ._kernels.evaluation import metrics_of_codes
 from .base import unique_pairs
 
 __all__ = ["METRICS", "mrr_at", "ndcg_at", "ranking_metrics", "recall_at"]

@@ -25,8 +25,8 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from sklearn_micro.serving import create_app, worker  # noqa: E402
 from sklearn_micro.serving.app import Service  # noqa: E402
-from sklearn_micro.serving.requests import Limits  # noqa: E402
 from sklearn_micro.serving.snapshots import StateDirLocked  # noqa: E402
+from sklearn_micro.serving.validation import Limits  # noqa: E402
 
 X_TRAIN, X_NEXT = make_log(3, as_frame=True)
 CHUNKS = [X_NEXT[X_NEXT.chunk == c] for c in sorted(X_NEXT.chunk.unique())]
@@ -220,8 +220,8 @@ def test_the_fallback_counter_counts_the_batchers_fallbacks():
     from concurrent.futures import ThreadPoolExecutor
 
     from sklearn_micro.serving.batcher import Batcher
-    from sklearn_micro.serving.metrics import Metrics
-    from sklearn_micro.serving.requests import RecommendRequest
+    from sklearn_micro.serving.telemetry import Metrics
+    from sklearn_micro.serving.validation import RecommendRequest
 
     metrics = Metrics()
 

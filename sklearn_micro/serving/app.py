@@ -22,10 +22,12 @@ from ..persistence import IncompatibleVersionError, load
 from .batcher import Batcher
 from .eventlog import EventLog
 from .ingest import Ingest, Job
-from .metrics import LiveMetrics, Metrics
 from .model import ServedModel
 from .openapi import document
-from .requests import (
+from .snapshots import Snapshots
+from .telemetry import LiveMetrics, Metrics
+from .updater import Updater
+from .validation import (
     Limits,
     RequestError,
     parse_chunk,
@@ -36,8 +38,6 @@ from .requests import (
     parse_recommend,
     parse_similar,
 )
-from .snapshots import Snapshots
-from .updater import Updater
 
 __all__ = ["Service", "create_app", "state_dir_of"]
 

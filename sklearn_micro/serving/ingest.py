@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .eventlog import EventLog, Pending
-from .metrics import LiveMetrics
-from .requests import RequestError
+from .telemetry import LiveMetrics
+from .validation import RequestError
 
 __all__ = ["Acknowledged", "Ingest", "Job"]
 

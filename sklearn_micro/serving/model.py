@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import final_step
-from .requests import (
+from .validation import (
     ExplainRequest,
     RecommendRequest,
     RequestError,

@@ -3,7 +3,7 @@ and the limits filled in."""
 
 from __future__ import annotations
 
-from .requests import Limits
+from .validation import Limits
 
 __all__ = ["document"]
 

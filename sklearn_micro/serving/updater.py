@@ -27,8 +27,8 @@ import numpy as np
 from ..persistence import load
 from . import worker
 from .model import ServedModel
-from .requests import as_id_array
 from .snapshots import Snapshots
+from .validation import as_id_array
 
 __all__ = ["Updater"]
 
