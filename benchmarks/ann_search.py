@@ -42,7 +42,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 
 from _harness import header  # noqa: E402
 
-from sklearn_micro._exact_search import exact_top_m  # noqa: E402
+from sklearn_micro.baselines._exact_search import exact_top_m  # noqa: E402
 from sklearn_micro.cluster import SphericalKMeans  # noqa: E402
 from sklearn_micro.experiment import load_checkpoint  # noqa: E402
 from sklearn_micro.metrics import recall_at  # noqa: E402

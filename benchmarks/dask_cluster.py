@@ -47,8 +47,8 @@ from sklearn_micro import MiCRO, SphericalKMeans  # noqa: E402
 from sklearn_micro import cluster as cluster_module  # noqa: E402
 from sklearn_micro import micro as micro_module  # noqa: E402
 from sklearn_micro._dask import recommend_on_cluster  # noqa: E402
-from sklearn_micro._gibbs import partition_layout  # noqa: E402
 from sklearn_micro._log import check_log  # noqa: E402
+from sklearn_micro.micro._gibbs import partition_layout  # noqa: E402
 from sklearn_micro.model_selection import RollingEvaluation  # noqa: E402
 
 FULL = dict(users=200_000, train=3_000_000, test=1_500_000, items=68_000, interests=5000,

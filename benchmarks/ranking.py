@@ -38,7 +38,8 @@ from _harness import header  # noqa: E402
 import sklearn_micro.micro as micro_module  # noqa: E402
 from sklearn_micro._kernels.threshold import ROW_RUN, _threshold_rows  # noqa: E402
 from sklearn_micro._kernels.topm import mixture_topm, personal_topm  # noqa: E402
-from sklearn_micro.experiment import iter_chunks, load_checkpoint, split_chunks  # noqa: E402
+from sklearn_micro._log import iter_chunks  # noqa: E402
+from sklearn_micro.experiment import load_checkpoint, split_chunks  # noqa: E402
 
 M = 100
 

@@ -37,10 +37,11 @@ import tomotopy as tp
 from _harness import fmt, header, load_average, log, planted_stream, table, warm_up
 from threadpoolctl import threadpool_limits
 
-from sklearn_micro import MiCRO, _gibbs
+from sklearn_micro import MiCRO
 from sklearn_micro import micro as micro_module
-from sklearn_micro._gibbs import chain_threads
 from sklearn_micro._kernels import sampler
+from sklearn_micro.micro import _gibbs
+from sklearn_micro.micro._gibbs import chain_threads
 
 FULL = dict(users=200_000, train=3_000_000, test=1_500_000, items=68_000,
             interests=[1000, 5000], sweeps=10, rec_users=200_000, dense_users=300)

@@ -1,7 +1,6 @@
 """sklearn-micro: MiCRO, multi-interest candidate retrieval online, as scikit-learn estimators."""
 
 from ._log import EmbeddedLog, EngagementLog, Vocabulary, check_log
-from ._online import Explanation
 from ._version import __version__ as __version__
 from .baselines import (
     ALSRecommender,
@@ -12,6 +11,7 @@ from .baselines import (
 from .cluster import SphericalKMeans
 from .embedding import GraphEmbedder
 from .micro import MiCRO
+from .micro._online import Explanation
 
 __all__ = [
     "ALSRecommender",

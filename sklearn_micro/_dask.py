@@ -3,7 +3,7 @@ retrieval and the rolling evaluation by blocks of users, and the assignment step
 spherical k-means by blocks of rows.
 
 Inside ``joblib.parallel_config(backend="dask")`` with a ``dask.distributed.Client``
-active, `sklearn_micro._gibbs.run_chain` sweeps its partitions here instead of on threads,
+active, `sklearn_micro.micro._gibbs.run_chain` sweeps its partitions here instead of on threads,
 `sklearn_micro.model_selection` scores each test chunk's users here
 (`score_chunk_on_cluster`; `recommend_on_cluster` is the same for ``recommend``), and
 `sklearn_micro.cluster` runs its assignment steps here (`ClusterAssignment`,
@@ -118,7 +118,7 @@ class ClusterSweeps:
         Of ``layout``; partition ``p`` is held first on the ``p % n``-th of the cluster's
         ``n`` workers (by address), and may move if that worker is lost.
     sample_partition : callable
-        ``sklearn_micro._gibbs.sample_partition``, run on each partition.
+        ``sklearn_micro.micro._gibbs.sample_partition``, run on each partition.
     """
 
     def __init__(self, client, layout, partitions, sample_partition):

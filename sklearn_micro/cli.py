@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from . import __version__
-from ._commands import METHODS, CommandError
 from .datasets import PRESETS
+from .experiment._commands import METHODS, CommandError
 
 # TwitterFaveGraph at 1/600 (users, items, engagements) in 16 chunks with 100 interests, so
 # that each interest's chunk holds the paper's 295 engagements and 13.5 new items (K = 5,000,
@@ -167,7 +167,7 @@ examples:
 
 
 def _add_journey(sub) -> None:
-    from ._commands import _BLOCK_USERS
+    from .experiment._commands import _BLOCK_USERS
 
     fit = sub.add_parser("fit", help="fit a model on a log file and save it",
                          description=FIT_DESCRIPTION, epilog=FIT_EPILOG,
@@ -335,7 +335,7 @@ def _draw(args, stages) -> Path:
 def _load(args, drawn: Path | None = None):
     """The run's log, what it is, and how times became chunks (None but with --time)."""
     from . import datasets
-    from ._commands import LogColumns, _read_compact, read_engagements
+    from .experiment._commands import LogColumns, _read_compact, read_engagements
 
     if drawn is not None:
         return (_read_compact(drawn, user="user", item="item", chunk="chunk"),
@@ -390,7 +390,6 @@ def _negative_weight(value):
 def reproduce(args) -> int:
     from functools import partial
 
-    from ._commands import SavingStages, save_models
     from ._log import distinct
     from .experiment import (
         BASELINES,
@@ -402,6 +401,7 @@ def reproduce(args) -> int:
         run_experiment,
         split_chunks,
     )
+    from .experiment._commands import SavingStages, save_models
 
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
     unknown = [b for b in baselines if b not in BASELINES]
@@ -554,7 +554,7 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    from ._commands import fit_command, recommend_command, update_command
+    from .experiment._commands import fit_command, recommend_command, update_command
 
     command = {"serve": serve, "reproduce": reproduce, "fit": fit_command,
                "update": update_command, "recommend": recommend_command}[args.command]

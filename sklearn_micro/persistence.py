@@ -30,16 +30,16 @@ __all__ = ["TRUSTED_TYPES", "IncompatibleVersionError", "dump", "load"]
 #: This package's types that a fitted model (or a Pipeline of them) holds: what `load`
 #: builds from a skops file besides the types skops trusts itself.
 TRUSTED_TYPES: list[str] = [
-    "sklearn_micro._live.LiveLayer",
     "sklearn_micro._log.Vocabulary",
     "sklearn_micro.base.SeenItems",
-    "sklearn_micro.baselines.ALSRecommender",
-    "sklearn_micro.baselines.ANNRecommender",
-    "sklearn_micro.baselines.PopularityRecommender",
-    "sklearn_micro.baselines.RecentItemsRecommender",
+    "sklearn_micro.baselines._recommenders.ALSRecommender",
+    "sklearn_micro.baselines._recommenders.ANNRecommender",
+    "sklearn_micro.baselines._recommenders.PopularityRecommender",
+    "sklearn_micro.baselines._recommenders.RecentItemsRecommender",
     "sklearn_micro.cluster.SphericalKMeans",
     "sklearn_micro.embedding.GraphEmbedder",
-    "sklearn_micro.micro.MiCRO",
+    "sklearn_micro.micro._estimator.MiCRO",
+    "sklearn_micro.micro._live.LiveLayer",
 ]
 
 _FORMATS = {".skops": "skops", ".pkl": "pickle", ".pickle": "pickle"}

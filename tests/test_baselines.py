@@ -299,7 +299,7 @@ def test_ann_rejects_misshaped_vectors():
 
 
 def test_ann_exact_search_is_blocked_and_exact(monkeypatch):
-    import sklearn_micro._exact_search as exact_search
+    import sklearn_micro.baselines._exact_search as exact_search
 
     rng = np.random.default_rng(0)
     n_users, n_items, d = 50, 300, 6
@@ -386,7 +386,7 @@ def check_exact_top_m(queries, vectors, candidates, tie_key, seen, m, **settings
     """`exact_top_m` with the module's ``settings`` equals a brute-force ranking of
     float64 sums in the kernel's order (rounded to float32, ties to the lower tie key),
     each user's ``seen`` items left out."""
-    import sklearn_micro._exact_search as exact_search
+    import sklearn_micro.baselines._exact_search as exact_search
 
     n_q, d = queries.shape
     seen_indptr = np.concatenate(([0], np.cumsum([s.size for s in seen]))).astype(np.int64)
@@ -554,7 +554,7 @@ def test_ann_method_auto_searches_small_sets_exactly():
 
 
 def test_ann_method_auto_queries_an_index_from_the_threshold_on(monkeypatch):
-    import sklearn_micro.baselines as baselines
+    import sklearn_micro.baselines._recommenders as baselines
 
     rng = np.random.default_rng(0)
     rows = [(u, int(i), 0) for u in range(20) for i in rng.choice(40, 4)]

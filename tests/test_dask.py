@@ -41,11 +41,11 @@ from sklearn_micro import (  # noqa: E402
     SphericalKMeans,
 )
 from sklearn_micro._dask import recommend_on_cluster  # noqa: E402
-from sklearn_micro._gibbs import run_chain  # noqa: E402
 from sklearn_micro._log import check_log  # noqa: E402
 from sklearn_micro._parallel import resolve_n_jobs  # noqa: E402
 from sklearn_micro.datasets import make_engagements  # noqa: E402
 from sklearn_micro.metrics import ranking_metrics  # noqa: E402
+from sklearn_micro.micro._gibbs import run_chain  # noqa: E402
 from sklearn_micro.model_selection import (  # noqa: E402
     ChunkSplit,
     make_rolling_scorer,

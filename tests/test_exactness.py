@@ -25,15 +25,15 @@ def gibbs_step_draws(e_user, e_item, supports, carried, *, alpha, beta, n_draws,
     """Draws of the first engagement's interest from repeated sweeps of the sampler kernel.
 
     The one place this file reaches into the sampler: it lays a chunk out with
-    `sklearn_micro._gibbs.build_layout` and calls the sweep kernel on it. ``e_user`` /
+    `sklearn_micro.micro._gibbs.build_layout` and calls the sweep kernel on it. ``e_user`` /
     ``e_item`` are the engagements (local users sorted, local items ``0..I_t-1``),
     ``supports[u]`` the interests of user ``u`` and ``carried[u]`` their counts from before
     the chunk. When only the first engagement has more than one interest, each sweep is one
     Gibbs step for it, drawn from its conditional given the others, whatever its current
     value.
     """
-    from sklearn_micro._gibbs import build_layout
     from sklearn_micro._kernels import sampler
+    from sklearn_micro.micro._gibbs import build_layout
 
     sizes = np.array([len(s) for s in supports])
     support_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -4,10 +4,10 @@ log file to a saved model, later chunks and batch candidates."""
 import numpy as np
 import pytest
 
-from sklearn_micro._commands import CHUNKING_ATTRIBUTE, Chunking
 from sklearn_micro.base import final_step
 from sklearn_micro.cli import main
 from sklearn_micro.datasets import data_home, make_engagements, read_log
+from sklearn_micro.experiment._commands import CHUNKING_ATTRIBUTE, Chunking
 from sklearn_micro.persistence import load
 
 pa = pytest.importorskip("pyarrow")

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from sklearn.pipeline import Pipeline
 
 from sklearn_micro import MiCRO, SphericalKMeans
-from sklearn_micro._gibbs import build_layout, partition_cuts, partition_layout, run_chain
+from sklearn_micro.micro._gibbs import build_layout, partition_cuts, partition_layout, run_chain
 from sklearn_micro.utils.estimator_checks import FixedEmbedder, make_log, recommender_checks
 
 TRAIN = np.array([
@@ -340,7 +340,7 @@ def test_entry_map_numbers_alike_in_any_number_of_item_ranges(case):
 def test_an_items_main_interest_holds_most_of_its_engagements(case):
     """After a sweep, each item of the chunk takes the interest of most of its assigned
     engagements, the lower interest on a tie (ties are common in small chunks)."""
-    from sklearn_micro._micro_state import main_interests
+    from sklearn_micro.micro._state import main_interests
 
     K, supports, users, items, seed = case
     layout, counts, z, _ = _layout_of(case)
@@ -496,7 +496,7 @@ def test_parallel_sampler_is_deterministic_per_seed_and_n_jobs():
 def test_partitions_on_threads_draw_alike_with_whole_or_local_counts(monkeypatch, seed):
     """Partitions on threads copy all of the chunk's counts below WHOLE_COPY_ENTRIES and
     gather only those they touch above it: the same chain either way, to the last bit."""
-    import sklearn_micro._gibbs as gibbs
+    import sklearn_micro.micro._gibbs as gibbs
 
     rng = np.random.default_rng(seed)
     n_users, K = 40, 6
@@ -536,7 +536,7 @@ def test_partitions_on_threads_draw_alike_with_whole_or_local_counts(monkeypatch
 def test_small_chunks_are_sampled_as_one_chain(monkeypatch):
     """Below min_partition_work support entries per partition a chunk gets fewer partitions:
     by default one for this small chunk, which then samples exactly the n_jobs=1 chain."""
-    import sklearn_micro._gibbs as gibbs
+    import sklearn_micro.micro._gibbs as gibbs
 
     train, interests, chunk, _ = _generated()
     layout_work = {}
@@ -592,7 +592,7 @@ def test_partitions_draw_independent_streams(monkeypatch):
     the same random stream, the two chains would be coupled (the same uniforms through the
     same conditionals) and meet within a few sweeps: every mirrored user would end with
     the same mixture. Independent streams leave most mirrored pairs apart."""
-    import sklearn_micro._gibbs as gibbs
+    import sklearn_micro.micro._gibbs as gibbs
 
     train, interests, chunk = _mirrored_groups()
     cuts = []
@@ -683,7 +683,7 @@ def test_grown_supports_add_counts_and_append_rows(n_old, n_more, n_new, known, 
     # partial_fit's commit (`grown_supports`): new users' entries after the old rows in
     # one copy, a known user without a support through the general path; both give each
     # row its old entries (counts added) then its new ones in their order
-    from sklearn_micro._micro_state import grown_supports
+    from sklearn_micro.micro._state import grown_supports
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(0, 4, n_old)

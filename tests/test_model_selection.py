@@ -9,10 +9,9 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.pipeline import Pipeline
 
-import sklearn_micro._chunk_scores as _chunk_scores
-import sklearn_micro._rolling_report as _rolling_report
-import sklearn_micro.model_selection as model_selection
-from sklearn_micro._log import check_log
+import sklearn_micro.model_selection._chunk_scores as _chunk_scores
+import sklearn_micro.model_selection._rolling_report as _rolling_report
+from sklearn_micro._log import check_log, iter_chunks
 from sklearn_micro.baselines import (
     ANNRecommender,
     PopularityRecommender,
@@ -472,7 +471,7 @@ def test_report_without_points_has_the_same_aggregates():
 def test_rolling_evaluation_pickled_midway_gives_the_same_report():
     X_train, X_test = make_log(as_frame=True)
     log = check_log(X_test)
-    chunks = [log.take(rows) for _, rows in model_selection.iter_chunks(log.chunk)]
+    chunks = [log.take(rows) for _, rows in iter_chunks(log.chunk)]
     whole = RollingEvaluation(RecentItemsRecommender(window=2).fit(X_train), m_values=(5, 20))
     for part in chunks:
         whole.step(part)
@@ -509,7 +508,7 @@ def test_report_per_user_with_string_ids_of_growing_length():
 @pytest.mark.parametrize("method", ["exact", pytest.param("nndescent", marks=pytest.mark.slow)])
 def test_ann_in_parallel_gives_the_same_report(method, monkeypatch):
     # small user blocks, so the exact search spreads blocks over threads
-    import sklearn_micro._exact_search as exact_search
+    import sklearn_micro.baselines._exact_search as exact_search
 
     monkeypatch.setattr(exact_search, "BLOCK_SCORES", 64)
     X_train, X_test = make_log(as_frame=True)

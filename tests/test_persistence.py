@@ -17,7 +17,7 @@ from sklearn_micro.baselines import (
     PopularityRecommender,
     RecentItemsRecommender,
 )
-from sklearn_micro.model_selection import _final_recommender, _partial_fit
+from sklearn_micro.model_selection._rolling import _final_recommender, _partial_fit
 from sklearn_micro.persistence import TRUSTED_TYPES, IncompatibleVersionError, dump, load
 from sklearn_micro.utils.estimator_checks import FixedEmbedder, make_log
 

@@ -26,7 +26,7 @@ from sklearn.pipeline import Pipeline
 from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
 
-from sklearn_micro import MiCRO, SphericalKMeans, _held_out, _micro_state
+from sklearn_micro import MiCRO, SphericalKMeans
 from sklearn_micro._kernels.selection import CUT_SAMPLE, ItemRows
 from sklearn_micro._kernels.threshold import (
     _threshold_rows,
@@ -47,6 +47,8 @@ from sklearn_micro._kernels.topm import (
 )
 from sklearn_micro._log import check_log
 from sklearn_micro.datasets import make_engagements
+from sklearn_micro.micro import _held_out
+from sklearn_micro.micro import _state as _micro_state
 from sklearn_micro.utils.estimator_checks import (
     FixedEmbedder,
     make_log,

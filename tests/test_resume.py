@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # any kind, as the out-of-memory killer would) right after the checkpoint it is told.
 KILLED_RUN = textwrap.dedent("""
     import os, signal, sys
-    from sklearn_micro import experiment
+    import sklearn_micro.experiment._run as experiment
     from sklearn_micro.cli import main
 
     stop_after = sys.argv[1]
@@ -376,7 +376,8 @@ def test_the_vectors_are_freed_once_ann_is_evaluated(monkeypatch):
     import gc
     import weakref
 
-    from sklearn_micro import ANNRecommender, MiCRO, experiment
+    import sklearn_micro.experiment._run as experiment
+    from sklearn_micro import ANNRecommender, MiCRO
 
     log = make_engagements(n_users=300, n_items=400, n_chunks=5, n_interests=4,
                            n_engagements=4000, random_state=2)
@@ -417,7 +418,7 @@ def test_the_ledger_keeps_a_stage_measured_before_the_first_checkpoint(tmp_path)
 @pytest.mark.parametrize("params, error", [({"phi_min_cont": 2}, TypeError),
                                            ({"phi_min_count": -1}, ValueError)])
 def test_micro_params_are_checked_before_any_stage(params, error):
-    from sklearn_micro import experiment
+    import sklearn_micro.experiment._run as experiment
 
     log = make_engagements(n_users=60, n_items=80, n_chunks=4, n_interests=3,
                            n_engagements=600, random_state=0)
@@ -438,7 +439,8 @@ def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypat
     (`MiCRO._recommend_with_paper`); a chunk sampled as one chain is sampled while it is
     scored (`_learning_beside`), one sampled in partitions after; the reports are still
     those of evaluating apart."""
-    from sklearn_micro import MiCRO, experiment
+    import sklearn_micro.experiment._run as experiment
+    from sklearn_micro import MiCRO
 
     log = make_engagements(n_users=300, n_items=400, n_chunks=7, n_interests=4,
                            n_engagements=6000, random_state=2)
@@ -491,7 +493,8 @@ def test_micro_rows_share_one_sampler_and_report_as_if_evaluated_apart(monkeypat
 def _beside_case():
     """A MiCRO whose first test chunk is sampled beside its scoring, that chunk, and the
     shared evaluation of the chunk by a copy of the model, for reference."""
-    from sklearn_micro import MiCRO, experiment
+    import sklearn_micro.experiment._run as experiment
+    from sklearn_micro import MiCRO
 
     log = make_engagements(n_users=200, n_items=300, n_chunks=5, n_interests=4,
                            n_engagements=3000, random_state=3)
@@ -531,7 +534,8 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
     """Scoring fails while the chunk is sampled on another thread, or the sampling does:
     the error is raised, no point is kept, and the model is as it was before the chunk
     (then the chunk evaluates as if nothing had happened)."""
-    from sklearn_micro import MiCRO, experiment
+    import sklearn_micro.experiment._run as experiment
+    from sklearn_micro import MiCRO
 
     model, chunk, reference = _beside_case()
     if reference is None:
@@ -567,7 +571,8 @@ def test_a_chunk_that_fails_beside_its_sampling_leaves_the_evaluation_as_it_was(
 # waiting for the sampler, takes as a KeyboardInterrupt; then the sampler goes on.
 INTERRUPTED_RUN = textwrap.dedent("""
     import signal, sys, threading
-    from sklearn_micro import MiCRO, experiment
+    from sklearn_micro import MiCRO
+    import sklearn_micro.experiment._run as experiment
     import test_resume
 
     model, chunk, reference = test_resume._beside_case()
@@ -641,7 +646,8 @@ def test_ctrl_c_while_the_scored_chunk_waits_for_its_sampler_leaves_the_evaluati
 
 
 def test_the_shared_evaluation_keeps_no_state_of_the_paper_model_between_chunks():
-    from sklearn_micro import MiCRO, experiment
+    import sklearn_micro.experiment._run as experiment
+    from sklearn_micro import MiCRO
 
     log = make_engagements(n_users=200, n_items=300, n_chunks=5, n_interests=4,
                            n_engagements=3000, random_state=3)

@@ -1,6 +1,6 @@
 """The collapsed Gibbs sampler of one time chunk: numba kernels.
 
-Layout (built by `sklearn_micro._gibbs.build_layout`). Engagements are sorted by user. Each
+Layout (built by `sklearn_micro.micro._gibbs.build_layout`). Engagements are sorted by user. Each
 user of the chunk has a support (the interests its prior allows) stored as a small CSR:
 ``support_ptr``, ``support_interest``, ``support_prior`` (alpha plus the counts carried from
 training and earlier chunks) and ``user_count`` (this chunk's ``N[u, k]``). The

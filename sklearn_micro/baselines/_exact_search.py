@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._kernels.ranking import prefilter_block, prefilter_finish
-from ._kernels.selection import CUT_SAMPLE
-from .base import csr_rows
+from .._kernels.ranking import prefilter_block, prefilter_finish
+from .._kernels.selection import CUT_SAMPLE
+from ..base import csr_rows
 
 __all__ = ["BLOCK_SCORES", "BUFFERED", "ITEM_BLOCK", "exact_top_m", "exact_top_m_of_rows",
            "nonzero_rows", "product_error", "seen_of_rows"]

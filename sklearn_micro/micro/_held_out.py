@@ -12,12 +12,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ._kernels import numba_threads
-from ._kernels.csr import keep_entries
-from ._kernels.selection import ItemRows
-from ._kernels.topm import Chunk, Queries, Recent, personal_ranks, retrieval_phi
-from ._log import distinct, iter_chunks
-from ._micro_state import (
+from .._kernels import numba_threads
+from .._kernels.csr import keep_entries
+from .._kernels.selection import ItemRows
+from .._kernels.topm import Chunk, Queries, Recent, personal_ranks, retrieval_phi
+from .._log import distinct, iter_chunks
+from .._parallel import resolve_n_jobs
+from ..base import csr_rows, unique_pairs
+from ._state import (
     as_index,
     carried_chunks,
     counts_csr,
@@ -28,19 +30,20 @@ from ._micro_state import (
     recent_items,
     user_mixtures,
 )
-from ._parallel import resolve_n_jobs
-from .base import csr_rows, unique_pairs
 
 __all__ = ["PERSONAL_GRID", "PHI_DECAY_GRID", "POPULARITY_GRID", "RECALL_KEPT", "TrainingLog",
            "phi_decay_recalls", "select_blend_weights", "select_phi_decay", "top_m_mask"]
 
-# the values phi_decay="auto" chooses from
+#: The values that ``MiCRO(phi_decay="auto")`` chooses from at `fit`.
 PHI_DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
 
-# the weights personal="learned" and popularity="learned" choose from, and the share of
-# the held-out recall of the smallest weights that the chosen ones keep at least
+#: The weights that ``MiCRO(personal="learned")`` chooses from at `fit`.
 PERSONAL_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75)
+
+#: The weights that ``MiCRO(popularity="learned")`` chooses from at `fit`.
 POPULARITY_GRID = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
+
+#: The share of the mixture's held-out recall@100 that "learned" weights keep at least.
 RECALL_KEPT = 0.99
 
 

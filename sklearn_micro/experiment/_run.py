@@ -1,13 +1,5 @@
-"""The paper's experiment: MiCRO and baselines under the rolling protocol, side by side.
-
-`run_experiment` fits each method on the training chunks (sharing one graph embedding),
-evaluates it chunk by chunk on the test chunks, and returns one `RollingReport` per method;
-`results_table` and `plot_per_chunk` turn those into the paper's table and figures.
-
-A long run is a sequence of named stages (`Stages`): each is timed, its peak memory read,
-and, given a checkpoint folder, its result saved atomically, so a run killed in the middle
-carries on from the last finished stage, or the last saved test chunk, with the same result.
-"""
+"""The paper's experiment: `run_experiment` and its tables and plots (see the package's
+docstring)."""
 
 from __future__ import annotations
 
@@ -22,10 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._chunk_scores import paired_chunk_points
-from ._gibbs import chain_threads
-from ._kernels import threading_layer
-from ._log import (
+from .._kernels import threading_layer
+from .._log import (
     EmbeddedLog,
     EngagementLog,
     Vocabulary,
@@ -35,18 +25,20 @@ from ._log import (
     iter_chunks,
     split_chunks,
 )
-from ._parallel import active_client, resolve_n_jobs
-from ._stages import Stages, load_checkpoint
-from .baselines import (
+from .._parallel import active_client, resolve_n_jobs
+from ..baselines import (
     ALSRecommender,
     ANNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
 )
-from .cluster import SphericalKMeans
-from .embedding import GraphEmbedder
-from .micro import MiCRO
-from .model_selection import RollingEvaluation, RollingReport
+from ..cluster import SphericalKMeans
+from ..embedding import GraphEmbedder
+from ..micro import MiCRO
+from ..micro._gibbs import chain_threads
+from ..model_selection import RollingEvaluation, RollingReport
+from ..model_selection._chunk_scores import paired_chunk_points
+from ._stages import Stages, load_checkpoint
 
 __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "comparison_table",
            "load_checkpoint", "plot_per_chunk", "results_table", "run_experiment",
@@ -356,7 +348,7 @@ def _learning_beside(model: MiCRO, log: EngagementLog, X, learn: bool):
 
     `MiCRO.partial_fit` replaces the model's attributes and never changes them in place, so
     a shallow copy made before it is the state before the chunk. When the chunk is sampled
-    as one chain (`sklearn_micro._gibbs.chain_threads`) and the model may use two threads
+    as one chain (`sklearn_micro.micro._gibbs.chain_threads`) and the model may use two threads
     or more, ``partial_fit`` runs on a thread of its own while the copy is scored, so the
     core the chain leaves idle ranks users. That needs numba's ``omp`` or ``tbb``
     threading layer (its ``workqueue`` layer runs one parallel kernel at a time) and no

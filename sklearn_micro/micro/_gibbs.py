@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from ._dask import on_cluster
-from ._kernels import numba_threads, sampler
-from ._parallel import active_client
+from .._dask import on_cluster
+from .._kernels import numba_threads, sampler
+from .._parallel import active_client
 
 __all__ = ["ChainCounts", "ChunkLayout", "Partition", "build_layout", "chain_threads",
            "n_partitions", "partition_cuts", "partition_layout", "partitions_for",

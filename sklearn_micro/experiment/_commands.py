@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .experiment import Stages
+from . import Stages
 
 __all__ = ["CHUNKING_ATTRIBUTE", "METHODS", "Chunking", "CommandError", "LogColumns",
            "SavingStages", "atomic_path", "fit_command", "read_engagements", "recommend_command",
@@ -66,7 +66,7 @@ class Chunking:
 
     def chunks(self, times: np.ndarray) -> np.ndarray:
         """The chunk number of each unix time."""
-        from .datasets._readers import _to_chunks
+        from ..datasets._readers import _to_chunks
 
         return _to_chunks(np.asarray(times, np.int64), self.origin, self.chunk_length)
 
@@ -77,14 +77,14 @@ class Chunking:
     @classmethod
     def of(cls, model) -> Chunking | None:
         """The chunking a saved model records, or None."""
-        from .base import final_step
+        from ..base import final_step
 
         found = getattr(final_step(model), CHUNKING_ATTRIBUTE, None)
         return None if found is None else cls(**found)
 
     def record(self, model) -> None:
         """Record this chunking in ``model`` (its recommender), to be saved with it."""
-        from .base import final_step
+        from ..base import final_step
 
         setattr(final_step(model), CHUNKING_ATTRIBUTE, asdict(self))
 
@@ -126,7 +126,7 @@ class LogColumns:
 
 
 def _header(path: Path) -> list[str]:
-    from .datasets import _column_names, _source
+    from ..datasets import _column_names, _source
 
     return _column_names(_source(path))
 
@@ -154,7 +154,7 @@ def read_engagements(path, columns: LogColumns = LogColumns(), *, option: str = 
     chunking : Chunking or None
         How times became chunks, when ``columns.time`` is given.
     """
-    from . import datasets
+    from .. import datasets
 
     columns.check()
     path = Path(path)
@@ -188,7 +188,7 @@ def read_engagements(path, columns: LogColumns = LogColumns(), *, option: str = 
 
 
 def _compact(log):
-    from .experiment import compact_log
+    from . import compact_log
 
     return compact_log(log)
 
@@ -196,8 +196,8 @@ def _compact(log):
 def _read_compact(path: Path, **names):
     """The file's log in compact arrays, read one chunk at a time when the file is sorted by
     chunk (the paper's files are), else read whole and sorted."""
-    from . import datasets
-    from .experiment import compact_chunks
+    from .. import datasets
+    from . import compact_chunks
 
     n_rows = None
     if path.suffix.lower() in (".parquet", ".pq"):
@@ -213,8 +213,8 @@ def _read_compact(path: Path, **names):
 def _read_timed(path: Path, columns: LogColumns, option: str):
     """A log whose ``columns.time`` holds unix seconds, cut into chunks from ``origin`` (by
     default the earliest time of the file)."""
-    from ._log import EngagementLog
-    from .datasets import read_log
+    from .._log import EngagementLog
+    from ..datasets import read_log
 
     raw = read_log(path, user=columns.user, item=columns.item, chunk=columns.time)
     if len(raw) == 0:
@@ -236,7 +236,7 @@ def _read_timed(path: Path, columns: LogColumns, option: str):
 def atomic_path(path) -> Iterator[Path]:
     """A temporary path beside ``path`` (with its suffix) to write; renamed to ``path`` once
     the block ends without an error (synced first), removed otherwise."""
-    from .serving.snapshots import publish
+    from ..serving.snapshots import publish
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -252,7 +252,7 @@ def save_model(model, path) -> Path:
     """``persistence.dump`` of ``model`` to ``path``, atomically, with ``verbose=0`` on
     every step: a saved model's ``partial_fit`` (in the service's update process, say)
     prints nothing."""
-    from .persistence import dump
+    from ..persistence import dump
 
     quiet = {name: 0 for name in model.get_params(deep=True)
              if name == "verbose" or name.endswith("__verbose")}
@@ -263,7 +263,7 @@ def save_model(model, path) -> Path:
 
 
 def _check_model_path(path: Path, option: str) -> None:
-    from .persistence import _FORMATS
+    from ..persistence import _FORMATS
 
     if path.suffix.lower() not in _FORMATS:
         raise CommandError(f"{option} must end in {', '.join(sorted(_FORMATS))} (the format "
@@ -271,7 +271,7 @@ def _check_model_path(path: Path, option: str) -> None:
 
 
 def load_model(path) -> object:
-    from .persistence import load
+    from ..persistence import load
 
     path = Path(path)
     _check_model_path(path, "MODEL")
@@ -318,7 +318,7 @@ def save_models(method: str, model, test, folder: Path, chunking: Chunking | Non
                 paired: bool = False) -> dict[str, Path]:
     """Bring ``model``, evaluated on every test chunk but the last, to the last one, and save
     it in ``folder``; with ``paired``, MiCRO's paper's model of the same state beside it."""
-    from .base import partial_fit_through
+    from ..base import partial_fit_through
 
     partial_fit_through(model, test.take(test.chunk == test.chunk.max()))
     models = {method: model}
@@ -341,15 +341,15 @@ def method_estimator(method: str, *, n_interests, n_components: int, random_stat
     `SphericalKMeans` and `MiCRO` (or `ANNRecommender`), or a baseline alone."""
     from sklearn.pipeline import Pipeline
 
-    from .baselines import (
+    from ..baselines import (
         ALSRecommender,
         ANNRecommender,
         PopularityRecommender,
         RecentItemsRecommender,
     )
-    from .cluster import SphericalKMeans
-    from .embedding import GraphEmbedder
-    from .micro import MiCRO
+    from ..cluster import SphericalKMeans
+    from ..embedding import GraphEmbedder
+    from ..micro import MiCRO
 
     common = dict(random_state=random_state, n_jobs=n_jobs)
     if method == "Popularity":
@@ -384,8 +384,8 @@ def _n_interests(value: str):
 
 def _apply_chunks(model, log, *, progress: bool, what: str) -> list[int]:
     """``partial_fit`` of ``model`` with each chunk of ``log`` in order; the chunks taken."""
-    from ._log import iter_chunks
-    from .base import partial_fit_through
+    from .._log import iter_chunks
+    from ..base import partial_fit_through
 
     chunks = list(iter_chunks(log.chunk))
     steps = chunks
@@ -403,8 +403,8 @@ def _apply_chunks(model, log, *, progress: bool, what: str) -> list[int]:
 
 def _summary(model, log, seconds: float) -> list[str]:
     """What a fitted model holds, one line each."""
-    from ._log import distinct
-    from .base import final_step
+    from .._log import distinct
+    from ..base import final_step
 
     rec = final_step(model)
     lines = [f"{len(rec.user_ids_):,} users, {len(rec.item_ids_):,} items, "
@@ -423,7 +423,7 @@ def _summary(model, log, seconds: float) -> list[str]:
 
 def fit_command(args) -> int:
     """``sklearn-micro fit LOG --out MODEL``."""
-    from ._log import distinct, split_chunks
+    from .._log import distinct, split_chunks
 
     started = time.perf_counter()
     out = Path(args.out)
@@ -475,7 +475,7 @@ def fit_command(args) -> int:
 
 
 def _joined(first, second):
-    from ._log import EngagementLog
+    from .._log import EngagementLog
 
     return EngagementLog(*(np.concatenate([getattr(first, c), getattr(second, c)])
                            for c in ("user", "item", "chunk")))
@@ -503,7 +503,7 @@ def _update_columns(given: LogColumns, recorded: Chunking | None) -> LogColumns:
 
 def update_command(args) -> int:
     """``sklearn-micro update MODEL CHUNKS_FILE [--out PATH]``."""
-    from .base import final_step
+    from ..base import final_step
 
     started = time.perf_counter()
     out = Path(args.model if args.out is None else args.out)
@@ -569,7 +569,7 @@ class _CandidateWriter:
 
     def __enter__(self):
         if self.parquet:
-            from .datasets import _import_pyarrow
+            from ..datasets import _import_pyarrow
 
             self._pa = _import_pyarrow()
         else:
@@ -612,7 +612,7 @@ def candidate_rows(users: np.ndarray, items: np.ndarray, scores: np.ndarray):
 
 def recommend_command(args) -> int:
     """``sklearn-micro recommend MODEL (--users FILE | --all) -m M --out FILE``."""
-    from .base import final_step
+    from ..base import final_step
 
     started = time.perf_counter()
     out = Path(args.out)

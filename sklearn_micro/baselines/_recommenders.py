@@ -1,12 +1,5 @@
-"""Baseline recommenders: popularity, a user's recent items, ANN on user vectors and ALS.
-
-All of them follow the recommender protocol of `RecommenderMixin` and share one rule for
-ties and empty slots: items of equal score are ordered by the latest chunk's popularity
-(engagement count in that chunk, descending, then internal index), and the slots a method
-cannot fill are filled with the latest chunk's most engaged items, which score below every
-item the method ranked itself. A user never seen gets that popularity ranking. The *window*
-of a recommender is its last ``window`` chunks.
-"""
+"""The four baseline recommenders, on `WindowRecommender` (the package's docstring gives
+their shared rule for ties and empty slots)."""
 
 from __future__ import annotations
 
@@ -19,14 +12,14 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
+from .._kernels.ranking import place_neighbours, top_m_sparse
+from .._kernels.selection import fill_remainder
+from .._log import EmbeddedLog, Vocabulary, distinct, sorted_find
+from .._parallel import resolve_n_jobs
+from ..base import key_ranges, unique_pairs
+from ..embedding import blocked_als
 from ._exact_search import exact_top_m_of_rows, nonzero_rows, seen_of_rows
-from ._kernels.ranking import place_neighbours, top_m_sparse
-from ._kernels.selection import fill_remainder
-from ._log import EmbeddedLog, Vocabulary, distinct, sorted_find
-from ._parallel import resolve_n_jobs
 from ._window import WindowRecommender
-from .base import key_ranges, unique_pairs
-from .embedding import blocked_als
 
 __all__ = ["ALSRecommender", "ANNRecommender", "PopularityRecommender",
            "RecentItemsRecommender"]

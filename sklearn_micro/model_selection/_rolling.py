@@ -1,9 +1,4 @@
-"""Evaluation over time: a chunk splitter, the rolling protocol and its scorers.
-
-The rolling protocol (paper 4.2): a recommender fitted on the chunks up to t retrieves for
-each user of chunk t+1, is scored against that user's engagements in t+1, then takes chunk
-t+1 with ``partial_fit``, and so on to the end of the test log.
-"""
+"""The chunk splitter, the rolling protocol (paper 4.2) and its scorers."""
 
 from __future__ import annotations
 
@@ -15,22 +10,15 @@ import numpy as np
 from sklearn.model_selection import BaseCrossValidator
 from sklearn.utils.validation import check_is_fitted
 
+from .._log import EngagementLog, check_log, chunk_column, iter_chunks
+from ..base import final_step, partial_fit_through
+from ..metrics import METRICS
 from ._chunk_scores import check_m_values as _check_m_values
 from ._chunk_scores import chunk_points
-from ._log import EngagementLog, check_log, chunk_column, iter_chunks
-from ._prequential import (
-    PrequentialReport,
-    PrequentialScorer,
-    make_prequential_scorer,
-    prequential_evaluate,
-)
 from ._rolling_report import MetricSums, RollingReport
-from .base import final_step, partial_fit_through
-from .metrics import METRICS
 
-__all__ = ["ChunkSplit", "PrequentialReport", "PrequentialScorer", "RollingEvaluation",
-           "RollingReport", "RollingScorer", "make_prequential_scorer", "make_rolling_scorer",
-           "prequential_evaluate", "rolling_evaluate"]
+__all__ = ["ChunkSplit", "RollingEvaluation", "RollingScorer", "make_rolling_scorer",
+           "rolling_evaluate"]
 
 class ChunkSplit(BaseCrossValidator):
     """Forward-in-time folds over the chunks of an engagement log.

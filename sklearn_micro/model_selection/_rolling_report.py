@@ -12,7 +12,7 @@ from numbers import Real
 
 import numpy as np
 
-from ._log import iter_chunks
+from .._log import iter_chunks
 
 __all__ = ["MetricSums", "RollingReport"]
 

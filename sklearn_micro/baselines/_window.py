@@ -16,10 +16,10 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._kernels.selection import fill_remainder
-from ._log import LOOKUP_ROWS, Vocabulary, check_log, iter_chunks
-from ._request import allowed_top_m, own_items, parse_request, removed_items
-from .base import RecommenderMixin, SeenItems, open_chunk_log
+from .._kernels.selection import fill_remainder
+from .._log import LOOKUP_ROWS, Vocabulary, check_log, iter_chunks
+from .._request import allowed_top_m, own_items, parse_request, removed_items
+from ..base import RecommenderMixin, SeenItems, open_chunk_log
 
 __all__ = ["WindowRecommender", "seen_of_log"]
 

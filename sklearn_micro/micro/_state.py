@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels import sampler
-from ._kernels.selection import fill_remainder
-from ._kernels.threshold import RankedLists, ranked_lists
-from ._kernels.topm import Chunk, group_by_interest, retrieval_phi
-from ._kernels.vocabulary import present_values
-from ._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype, sorted_find
-from .base import append_to_rows, csr_rows, unique_pairs
+from .._kernels import sampler
+from .._kernels.selection import fill_remainder
+from .._kernels.threshold import RankedLists, ranked_lists
+from .._kernels.topm import Chunk, group_by_interest, retrieval_phi
+from .._kernels.vocabulary import present_values
+from .._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype, sorted_find
+from ..base import append_to_rows, csr_rows, unique_pairs
 
 __all__ = ["MAX_INTERESTS", "MIN_MASS", "ChunkEngagements", "ChunkSupports", "LatestChunk",
            "as_index", "carried_chunks", "chunk_item_mixtures", "counts_csr",

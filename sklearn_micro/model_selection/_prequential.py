@@ -13,11 +13,11 @@ from numbers import Integral
 
 import numpy as np
 
+from .._log import EngagementLog, check_log, iter_chunks
+from ..base import final_step, partial_fit_through
+from ..metrics import METRICS
 from ._chunk_scores import check_m_values, chunk_relevant, is_warm, list_scores
-from ._log import EngagementLog, check_log, iter_chunks
 from ._rolling_report import MetricSums, RollingReport
-from .base import final_step, partial_fit_through
-from .metrics import METRICS
 
 __all__ = ["MODES", "PrequentialReport", "PrequentialScorer", "make_prequential_scorer",
            "prequential_evaluate"]

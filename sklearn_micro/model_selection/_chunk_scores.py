@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dask import score_chunk_on_cluster
-from ._kernels.evaluation import metrics_of_codes, relevant_codes
-from ._log import EngagementLog, sorted_find
-from ._parallel import active_client
-from .base import unique_pairs
-from .metrics import METRICS
+from .._dask import score_chunk_on_cluster
+from .._kernels.evaluation import metrics_of_codes, relevant_codes
+from .._log import EngagementLog, sorted_find
+from .._parallel import active_client
+from ..base import unique_pairs
+from ..metrics import METRICS
 
 __all__ = ["USER_BLOCK", "block_scores", "check_m_values", "chunk_points", "chunk_relevant",
            "is_warm", "list_scores", "paired_chunk_points", "scores_by_blocks"]

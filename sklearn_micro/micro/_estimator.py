@@ -1,71 +1,49 @@
-"""MiCRO: multi-interest candidate retrieval online."""
+"""The `MiCRO` estimator and its public methods."""
 
 from __future__ import annotations
 
 import copy
-import time
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._gibbs import MIN_PARTITION_WORK, build_layout, run_chain
-from ._held_out import (
-    PERSONAL_GRID,
-    POPULARITY_GRID,
-    TrainingLog,
-    select_blend_weights,
-    select_phi_decay,
-)
-from ._kernels import numba_threads
-from ._kernels.csr import keep_entries
-from ._kernels.selection import ItemRows
-from ._kernels.threshold import threshold_topm
-from ._kernels.topm import Queries, Recent, mixture_topm, personal_topm
-from ._live import LiveLayer, live_state, observe_batch
-from ._log import (
-    EngagementLog,
+from .._log import (
     Vocabulary,
+    as_ids,
     check_log,
     iter_chunks,
 )
-from ._micro_state import (
-    ChunkEngagements,
-    ChunkSupports,
+from .._request import ItemLists, own_items, parse_request, removed_items, single_list
+from ..base import RecommenderMixin, SeenItems, open_chunk_log
+from ._gibbs import MIN_PARTITION_WORK
+from ._held_out import (
+    TrainingLog,
+)
+from ._live import LiveLayer, observe_batch
+from ._online import Explanation, item_mixtures
+from ._retrieval import MiCRORetrieval, _interest_counts, _Within
+from ._sampling import MiCROSampling
+from ._state import (
     LatestChunk,
     carried_chunks,
-    chunk_arrays,
+    chunk_item_mixtures,
     counts_csr,
-    fill_by_popularity,
-    grouped_chunk,
-    grown_supports,
     interest_weights,
-    latest_chunk,
-    main_interests,
-    merge_recent,
     popularity_weights,
-    ranked_chunk,
-    recent_distributions,
     recent_items,
     training_interests,
 )
-from ._online import MiCROOnline, recent_with_history
-from ._parallel import resolve_n_jobs
-from .base import RecommenderMixin, SeenItems, open_chunk_log
 
 __all__ = ["MiCRO"]
 
 
-def _numba_threads(n_jobs):
-    """numba's threads set to ``n_jobs`` (scikit-learn's meaning) inside the block."""
-    return numba_threads(resolve_n_jobs(n_jobs))
-
-
-class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
+class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
     """Multi-interest candidate retrieval that adapts online to new items and trends.
 
     Each user is a mixture ``theta_u`` over a sparse set of interests (the support, taken
@@ -95,25 +73,25 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         (age in chunks), normalized over the user's items, and ``lam_u = lam`` for a user
         with such an engagement, else 0. Recent items that left the latest chunk are
         candidates too. "learned" chooses ``lam`` at `fit` from
-        (0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75) by held-out ranking: each of the last 4
-        training chunks is ranked, as `recommend` does, from the state `fit` leaves on the
-        chunks before it, for up to 4,000 of its users whose score the weights change;
-        among the weights (with ``popularity``'s, when it is "learned" too) that keep 99%
-        of the recall@100 of the mixture alone, those with the best mean ``learned_by``
-        win (ties to the smaller). 0 is the paper's model.
+        ``sklearn_micro.micro.PERSONAL_GRID`` by held-out ranking: the last training
+        chunks are ranked, as `recommend` does, from the state `fit` leaves on the chunks
+        before each; among the weights (with ``popularity``'s, when it is "learned" too)
+        that keep ``sklearn_micro.micro.RECALL_KEPT`` of the recall@100 of the mixture
+        alone, those with the best mean ``learned_by`` win (ties to the smaller). 0 is the
+        paper's model.
     popularity : float >= 0 or "learned", default="learned"
         Weight ``w`` of the latest chunk's popularity ``pi_t(i)`` (an item's share of the
         chunk's engagements) beside the interests' mixture, in ``s(i)`` above: it orders
         the items of a user's interests by their popularity too and lets the chunk's most
         popular items outside them in; as ``w`` grows, the ranking tends to the chunk's
         popularity. "learned" chooses it at `fit` from
-        (0, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 100), with ``personal``'s weight, by the same
+        ``sklearn_micro.micro.POPULARITY_GRID``, with ``personal``'s weight, by the same
         held-out ranking. 0 is the paper's model. Users without interests are scored by
         ``pi_t`` whatever ``w``.
     learned_by : {"recall", "mrr"}, default="recall"
         The held-out metric at 100 that "learned" weights maximize: "recall" fills the 100
         slots with the most of a user's next items; "mrr" puts the first of them highest,
-        among weights that keep 99% of the mixture's recall.
+        among weights that keep ``sklearn_micro.micro.RECALL_KEPT`` of the mixture's recall.
     personal_window : int, default=8
         Chunks of a user's history that make up ``r_u``.
     personal_decay : float in (0, 1], default=0.5
@@ -124,9 +102,9 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         N'[i, k, t - 1]`` (and popularity likewise), so items engaged in recent chunks
         stay candidates with a decaying weight. 0 is the paper's model (``phi[k, t]`` from
         chunk ``t`` alone); logs whose items live long (authors, movies) gain from 0.5 or
-        more. "auto" chooses it at `fit` from the training log: the value of (0, 0.1,
-        0.25, 0.5, 0.75, 0.9) whose decayed popularity best predicts the next chunk's
-        items over the last 8 training chunks (mean recall@100). The sampler always uses
+        more. "auto" chooses it at `fit` from the training log: the value of
+        ``sklearn_micro.micro.PHI_DECAY_GRID`` whose decayed popularity best predicts the
+        next chunk's items over the last training chunks (mean recall@100). The sampler always uses
         chunk ``t``'s counts only.
     phi_min_count : float >= 0, default=0
         Retrieval's pruning of ``phi``: `recommend` scores an item from an interest only
@@ -161,30 +139,21 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         Parallel work. The sampler splits a chunk's users into ``n_jobs`` partitions of
         about equal work and samples them at once on threads, each against its own copy
         of the (item, interest) counts, and after every sweep each copy takes the other
-        partitions' moves (AD-LDA, Newman et al. 2009). On threads the copies are whole
-        and kept for the chunk's sweeps (up to 2**26 entries in all, 256 MB); above, and
-        on a cluster, a partition gathers the counts it touches at each sweep. A chunk
-        gets fewer partitions when each would visit fewer than ``min_partition_work``
-        support entries a sweep.
+        partitions' moves (AD-LDA, Newman et al. 2009); a chunk gets fewer partitions
+        when each would visit fewer than ``min_partition_work`` support entries a sweep.
         `recommend` ranks users on ``n_jobs`` threads. None means 1 unless in a
-        `joblib.parallel_config` context; -1 means all processors. Results are
-        deterministic for a given ``random_state``, ``n_jobs`` and
-        ``min_partition_work``; different numbers of partitions give different chains
-        of the same quality.
-        Inside ``joblib.parallel_config(backend="dask")`` the partitions are sampled on
-        the cluster's workers, with the same results as on threads; None or -1 then means
-        the cluster's worker threads (see docs/dask.md).
+        `joblib.parallel_config` context; -1 means all processors; inside
+        ``joblib.parallel_config(backend="dask")`` the partitions are sampled on the
+        cluster's workers (docs: "Dask"). Results are deterministic for a given
+        ``random_state``, ``n_jobs`` and ``min_partition_work``; different numbers of
+        partitions give different chains of the same quality (docs: "The model").
     min_partition_work : int >= 0, default=4194304
         The fewest support entries (an engagement times its user's interests) that each
         partition of a chunk visits a sweep: below ``n_jobs`` times this, a chunk is
-        split into fewer partitions, at least one. By default a chunk of fewer than
-        2 x 2**22 support entries (for users of 25 interests, about 340,000 engagements)
-        is sampled as one chain whatever ``n_jobs``: `sklearn-micro reproduce` then
-        samples it on one thread while the chunk is scored on the others, and the
-        quality tables were run so. On threads alone two partitions pay from much
-        smaller chunks (docs/benchmarks.md): a lower value samples faster, and draws
-        another chain of the same quality. 0 splits every chunk into ``n_jobs``
-        partitions.
+        split into fewer partitions, at least one, so a small chunk is sampled as one
+        chain whatever ``n_jobs``. A lower value samples faster on threads and draws
+        another chain of the same quality (docs: "Benchmarks" has the trade-off). 0 splits
+        every chunk into ``n_jobs`` partitions.
     verbose : int, default=0
         Print one line per chunk (sweeps, changed assignments, log-likelihood), and in
         `fit` one line per setting chosen from the training log ("auto", "learned") with
@@ -259,49 +228,21 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     Notes
     -----
-    Defaults where the paper leaves a choice:
+    The defaults where the paper leaves a choice (``I_t``, the sampler's start, users new
+    in a chunk, unassigned engagements) are in the docs' "The model" and "Equations".
 
-    - ``I_t`` is the number of distinct items in chunk ``t``; ``phi[k, t]`` uses chunk
-      ``t``'s counts only, while a user's counts carry training and all earlier chunks.
-    - In the sampler a user's counts are the carried counts plus the chunk's other
-      engagements; ``z`` starts uniform over the user's support.
-    - Right after `fit`, ``phi`` comes from the last training chunk with ``z`` the item's
-      interest.
-    - A user with no support yet (not in training) takes, for a chunk, the main interests
-      of the items it engages with there as its support. If all its items are new, it gets
-      a second chance once the chain has converged: the interests the chain gave those
-      items, then the chain runs again. After the chunk its support is the interests its
-      engagements were given. Engagements still without an interest stay unassigned: they
-      count in ``I_t`` and in popularity but not in ``phi``.
-    - ``recommend`` scores the latest chunk's items; with ``phi_decay > 0`` also the items
-      of earlier chunks still carrying mass.
-    - `recommend` scores only items with ``phi`` mass. Items outside the user's interests
-      all have the same model score, so ties and the slots that the user's interests cannot
-      fill are given by the latest chunk's popularity, scored with the model value of an
-      item outside those interests. A user never seen gets the latest chunk's popularity
-      ranking, scored by its share of the chunk's engagements. Fewer than ``m`` items in
-      the chunk: the rest is padded with -1 and -inf.
-    - With ``personal_weight_ > 0`` or ``popularity_weight_ > 0`` a user is scored
-      ``s(i)`` over the latest chunk's items and its recent items (``p_t`` and ``pi_t``
-      are 0 for an item outside the chunk), with the same ties, and the top ``m`` of ``s``
-      is exact.
+    - `recommend` ranks the latest chunk's items (with ``phi_decay > 0`` also earlier
+      items still carrying mass, and with the personal term the user's recent items) and
+      its top ``m`` is exact. Ties, and slots the user's interests cannot fill, go by the
+      latest chunk's popularity. A user never seen gets that popularity ranking. Fewer
+      than ``m`` items: the rest is padded with -1 and -inf.
+    - ``recommend(..., history=...)`` answers from the state and a user's engagements
+      since the latest chunk without changing the model (docs: "Online use"); `observe`
+      keeps them (docs: "Live retrieval").
     - The paper's exact model is ``MiCRO(personal=0, popularity=0, phi_decay=0,
-      live_weight=0)``; the
-      defaults are "learned", "learned" and "auto".
-
-    At request time (docs: "Online use"), ``recommend(..., history=...)`` answers from the
-    state and a user's engagements since the latest chunk, without changing the model:
-    each history engagement adds one to ``N[u, k]`` for its item's main interest
-    (``item_interest_``; an interest outside the support joins it, as the sampler gives a
-    user new in a chunk the interests of its items), and with ``personal_weight_ > 0``
-    joins the user's recent items, weighing what an engagement of the next chunk would
-    (``1 / personal_decay`` against the latest chunk's 1). An item without an interest
-    counts for the personal component and ``exclude_seen`` only. `similar_items` ranks
-    from an item's own mixture over interests; `explain` splits scores into their terms.
-
-    `partial_fit` samples on a copy of the state and publishes the new one in one swap,
-    so `recommend`, `similar_items` and `explain` on other threads see the state before a
-    chunk or after it, never a mix.
+      live_weight=0)`` (`paper_model`).
+    - `partial_fit` and `observe` work on a copy of the state and publish the new one in
+      one swap, so readers on other threads see the state before or after, never a mix.
 
     Examples
     --------
@@ -401,28 +342,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
         self.random_state_ = check_random_state(self.random_state)
         log_chunk = log.chunk
-        if self.phi_decay == "auto":
-            start = time.perf_counter()
-            self.phi_decay_ = select_phi_decay(u, i, log_chunk, len(item_ids))
-            self._print_fit_step(f"phi_decay {self.phi_decay_} chosen", start)
-        else:
-            self.phi_decay_ = float(self.phi_decay)
-        learned = (self.personal == "learned", self.popularity == "learned")
-        if any(learned):
-            start = time.perf_counter()
-            self.personal_weight_, self.popularity_weight_ = select_blend_weights(
-                TrainingLog(u, i, log_chunk, z, indptr, sup_k, sup_cnt, len(item_ids), K),
-                PERSONAL_GRID if learned[0] else (float(self.personal),),
-                POPULARITY_GRID if learned[1] else (float(self.popularity),),
-                alpha=float(self.alpha), beta=float(self.beta), phi_decay=self.phi_decay_,
-                window=self.personal_window, decay=self.personal_decay,
-                min_count=float(self.phi_min_count), metric=self.learned_by,
-                n_jobs=self.n_jobs)[0]
-            self._print_fit_step(f"personal weight {self.personal_weight_}, popularity "
-                                 f"weight {self.popularity_weight_} chosen", start)
-        else:
-            self.personal_weight_ = float(self.personal)
-            self.popularity_weight_ = float(self.popularity)
+        self._choose_settings(TrainingLog(u, i, log_chunk, z, indptr, sup_k, sup_cnt,
+                                          len(item_ids), K))
         self.user_ids_ = user_ids
         self.item_ids_ = item_ids
         self.n_interests_ = K
@@ -448,25 +369,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         self.live_ = None
         self.n_observed_ = 0
         return self
-
-    def _print_fit_step(self, what, start):
-        """With ``verbose``, one line: what `fit` has done and the seconds since ``start``."""
-        if self.verbose:
-            print(f"[MiCRO] fit: {what} in {time.perf_counter() - start:.1f} s", flush=True)
-
-    def _set_chunk(self, chunk, items, phi_items, phi_k, phi_w, *, carry=False):
-        """Make ``chunk`` the latest: popularity from its engagements' ``items``, ``phi``
-        from the counts ``phi_w`` of (``phi_items``, ``phi_k``) pairs, plus, with ``carry``
-        and ``phi_decay_ > 0``, the decayed counts of the previous chunk."""
-        alone = latest_chunk(chunk, items, phi_items, phi_k, phi_w, self.n_interests_, 0.0)
-        if carry and self.phi_decay_ > 0:
-            latest_chunk(chunk, items, phi_items, phi_k, phi_w, self.n_interests_,
-                         self.phi_decay_, LatestChunk.of(self)).set_on(self)
-            # what the paper's model (phi_decay=0) ranks from, for `paper_model`
-            self.chunk_alone_ = alone.as_dict()
-        else:
-            alone.set_on(self)
-            self.chunk_alone_ = None
 
     # ---------------------------------------------------------- partial_fit
 
@@ -590,119 +492,199 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         self._publish_observed(state, live_=live, n_observed_=len(live))
         return self
 
-    def _live_key(self, state):
-        """The open chunk's layer and ``live_weight``, or None without engagements
-        observed or at ``live_weight=0``: answers then come from the closed chunks."""
-        live = state.get("live_")
-        weight = float(state.get("live_weight", 0.0))
-        if live is None or not len(live) or weight == 0:
-            return None
-        return (id(live), weight)
+    def similar_items(self, items, m: int = 100, *, exclude=None, allow=None):
+        """The items most likely engaged next by someone who engaged with each item.
 
-    def _live_state(self, state):
-        """The state with the open chunk blended in (`live_state`)."""
-        return live_state(state, state["live_"], float(state["live_weight"]),
-                          self.n_interests_)
+        An item ``i`` is taken as a user whose mixture is the item's own distribution over
+        interests in the latest chunk, ``N[i, k, t] / sum_k N[i, k, t]`` (so an item
+        first engaged in the latest chunk has one), or its main interest for an item
+        without engagements there; items are then ranked by ``sum_k p(k|i) *
+        phi[k, t][j]``, as `recommend` ranks for a user with that mixture and no personal
+        component, the item itself left out. An unknown item, or one with no interest,
+        gets the latest chunk's popularity ranking, scored by each item's share of the
+        chunk's engagements.
 
-    def _sample_chunk(self, chunk: int, log: EngagementLog) -> None:
-        """Sample one chunk and move the model's state to it: lay the chunk out, run the
-        chain, commit the counts. Attributes are replaced, never modified in place, so a
-        snapshot of ``__dict__`` restores the previous state."""
-        engagements = ChunkEngagements.of(log, self.user_ids_, self.item_ids_)
-        supports = ChunkSupports.from_model(engagements, self.support_indptr_,
-                                            self.support_interest_, self.support_count_)
-        item_interest = np.concatenate([
-            self.item_interest_,
-            np.full(len(engagements.item_ids) - len(self.item_ids_), -1, np.int32)])
-        z = np.full(engagements.n_engagements, -1, np.int32)
-        rng = self.random_state_
-        chunk_seed = int(rng.randint(np.iinfo(np.int32).max))
-        n_jobs = resolve_n_jobs(self.n_jobs)
-        trace: list[float] = []
-        # Pass 1 gives users without a support the interests of their items; pass 2 does the
-        # same, with the interests pass 1 gave new items, for users still without one.
-        for pass_ in range(2):
-            supports, added = supports.adopt_item_interests(engagements, item_interest)
-            if pass_ > 0 and not added:
-                break
-            size = np.diff(supports.ptr)[engagements.local_user]
-            assignable = size > 0
-            start = assignable & (z < 0)
-            z[start] = (rng.random_sample(int(start.sum())) * size[start]).astype(np.int32)
-            with _numba_threads(self.n_jobs):
-                layout, counts = build_layout(
-                    engagements.local_user[assignable], engagements.local_item[assignable],
-                    supports.ptr, supports.interest, self.alpha + supports.carried,
-                    z[assignable], n_interests=self.n_interests_, n_items=engagements.n_items)
-            z_assignable = z[assignable]
-            if not assignable.any():
-                break
-            with _numba_threads(self.n_jobs):
-                trace += run_chain(layout, counts, z_assignable, beta=float(self.beta),
-                                   max_sweeps=self.max_sweeps, tol=self.tol,
-                                   chunk_seed=chunk_seed, pass_=pass_, n_jobs=n_jobs,
-                                   min_partition_work=self.min_partition_work)
-            z[assignable] = z_assignable
-            item_interest = main_interests(item_interest, engagements.items, layout,
-                                           counts.entry_count)
-        if self.verbose:
-            print(f"[MiCRO] chunk {chunk}: {int(assignable.sum())} engagements, {len(trace)} "
-                  "sweeps" + (f", log-likelihood {trace[-1]:.6g}" if trace else ""))
-        self._commit_chunk(chunk, engagements, supports, layout, counts, item_interest)
-        self.n_sweeps_ = {**self.n_sweeps_, chunk: len(trace)}
-        self.log_likelihood_ = {**self.log_likelihood_, chunk: np.array(trace)}
-        self.n_unassigned_ = {**self.n_unassigned_, chunk: int((~assignable).sum())}
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+        m : int, default=100
+            Number of items per row, as in `recommend`.
+        exclude, allow : list of item ids, or list of lists of item ids, optional
+            As in `recommend`, flat or aligned with ``items``.
 
-    def _commit_chunk(self, chunk, engagements, supports, layout, counts, item_interest):
-        """Move the model to ``chunk``: users' counts, the supports of users that had none,
-        item interests, seen items, users' recent items and ``phi``."""
-        carried = supports.model_position >= 0
-        # users without a support take the interests their engagements were given
-        new = ~carried & (counts.user_count > 0)
-        local = np.repeat(np.arange(engagements.users.shape[0]), np.diff(supports.ptr))[new]
-        self.support_indptr_, self.support_interest_, self.support_count_ = grown_supports(
-            self.support_indptr_, self.support_interest_, self.support_count_,
-            len(engagements.user_ids), supports.model_position[carried],
-            counts.user_count[carried], engagements.users[local], supports.interest[new],
-            counts.user_count[new])
-        self.user_ids_ = engagements.user_ids
-        self.item_ids_ = engagements.item_ids
-        self.item_interest_ = item_interest
-        self.seen_items_ = self.seen_items_.add(engagements.user, engagements.item)
-        self._add_recent(chunk, engagements.user, engagements.item, len(engagements.user_ids))
-        hit = counts.entry_count > 0
-        self._set_chunk(chunk, engagements.item, engagements.items[layout.entry_item[hit]],
-                        layout.entry_interest[hit], counts.entry_count[hit].astype(np.float64),
-                        carry=True)
+        Returns
+        -------
+        similar : ndarray of shape (n_items, m)
+            External item ids, best first, padded with -1 (or "").
+        scores : ndarray of shape (n_items, m)
+            ``p(j | i)``; -inf where padded.
 
-    def _add_recent(self, chunk, user, item, n_users):
-        """Move the users' recent items to ``chunk``: weights times ``personal_decay`` per
-        chunk of age, entries older than ``personal_window`` chunks dropped, the chunk's
-        engagements (``user``, ``item``: model indices) added with weight 1."""
-        if self.personal_weight_ <= 0:
-            self.recent_indptr_ = np.zeros(n_users + 1, np.int64)
-            return
-        keep = self.recent_chunk_ > chunk - self.personal_window
-        old_user = np.repeat(np.arange(self.recent_indptr_.shape[0] - 1),
-                             np.diff(self.recent_indptr_))[keep]
-        age = chunk - self.latest_chunk_
-        new = recent_items(user, item, np.full(user.shape[0], chunk),
-                           np.ones(user.shape[0], np.float32), n_users)
-        self.recent_indptr_, self.recent_item_, self.recent_chunk_, self.recent_weight_ = (
-            merge_recent(old_user, self.recent_item_[keep], self.recent_chunk_[keep],
-                         self.recent_weight_[keep] * np.float32(self.personal_decay ** age),
-                         new))
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_micro import MiCRO
+        >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
+        >>> model = MiCRO(random_state=0).fit(
+        ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+        >>> model.similar_items([10], m=2)[0]
+        array([[11, 12]])
+        """
+        model = self._published()
+        check_is_fitted(model, "support_indptr_")
+        items = model._check_recommend(items, m, False, name="items")
+        request = parse_request(model.item_ids_, items.shape[0], exclude=exclude,
+                                allow=allow, rows_name="items")
+        index = model.item_ids_.lookup(items, name="items")
+        indptr, k, theta = item_mixtures(*model._items_by_interest(), model.chunk_items_,
+                                         model.item_interest_, index)
+        no_seen = np.zeros(items.shape[0] + 1, np.int64), np.empty(0, np.int64)
+        seen = removed_items(no_seen, own_items(index), request.exclude)
+        m = int(m)
+        if request.allow is not None and not request.allow.is_flat:
+            found, scores = model._rank_candidates(indptr, k, theta, None, m, seen,
+                                                   request.allow, popularity=0.0)
+        else:
+            chunk = None if request.allow is None else model._chunk_within(
+                _Within(request.allow.flat_items(), None))
+            found, scores = model._rank_mixtures(indptr, k, theta, m, seen, chunk=chunk)
+        return model._external_items(found), scores
 
-    def _recent_scores(self, user_index, history=None):
-        """CSR (indptr, items, r_u) of the users' recent items, ``r_u`` normalized per user
-        (distinct items per row, sorted); empty rows for unknown users. A ``history``
-        engagement weighs what an engagement of the next chunk would (``1 /
-        personal_decay``, the latest chunk's weighing 1)."""
-        live = self._live_pairs(user_index)
-        return recent_with_history(self.recent_indptr_, self.recent_item_,
-                                   self.recent_weight_, user_index, history,
-                                   1.0 / self.personal_decay, recent_distributions,
-                                   live=None if live is None else live[:2])
+    def explain(self, user, items, *, history=None) -> Explanation:
+        """Each item's score for a user, split into the terms of the blend.
+
+        The terms are the interests' (one per interest of the user's mixture), the
+        popularity term and the personal term.
+
+        Parameters
+        ----------
+        user : int or str
+            One external user id (unknown users are scored as `recommend` scores them).
+        items : array-like of shape (n_items,)
+            External item ids.
+        history : list of item ids, optional
+            The user's engagements since the latest chunk, as one row of `recommend`'s
+            ``history``.
+
+        Returns
+        -------
+        explanation : Explanation
+            ``scores`` (the scores `recommend` gives these items for this user and
+            history), ``interests`` and ``weights`` (the user's mixture), the per-interest
+            ``contributions`` of each item, the ``popularity`` and ``personal`` terms;
+            each item's terms sum to its score.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_micro import MiCRO
+        >>> train = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0]])
+        >>> model = MiCRO(personal=0, popularity=0, random_state=0).fit(
+        ...     train, item_interest=([10, 11, 12, 13], [0, 0, 1, 1]))
+        >>> why = model.explain(0, [10, 12])
+        >>> why.interests, why.weights
+        (array([0]), array([1.]))
+        >>> why.scores.round(4)
+        array([0.4951, 0.0049])
+        >>> bool(np.allclose(why.contributions.sum(axis=1), why.scores))
+        True
+        """
+        model = self._published()
+        check_is_fitted(model, "support_indptr_")
+        one = as_ids(user, name="user")
+        if one.ndim != 0:
+            raise ValueError(f"user must be one user id; got {type(user).__name__} of shape "
+                             f"{one.shape}.")
+        items = as_ids(items, name="items")
+        if items.ndim != 1:
+            raise ValueError(f"items must be a 1-D list of item ids; got shape {items.shape}.")
+        hist = None if history is None else single_list(model.item_ids_, history, "history")
+        user_index = model.user_ids_.lookup(one.reshape(1), name="user")
+        index = (model.item_ids_.lookup(items, name="items") if items.size
+                 else np.empty(0, np.int64))
+        indptr, k, theta = model._mixtures(user_index, hist)
+        recent = (model._recent_scores(user_index, hist) if model.personal_weight_ > 0
+                  else None)
+        # the scores, as `recommend` computes them
+        cand = np.unique(index[index >= 0])
+        candidates = ItemLists(np.zeros(1, np.int64), np.full(1, cand.shape[0]), cand)
+        no_seen = np.zeros(2, np.int64), np.empty(0, np.int64)
+        got, got_scores = model._rank_candidates(indptr, k, theta, recent,
+                                                 max(cand.shape[0], 1), no_seen, candidates)
+        found = got[0] >= 0
+        score_of = dict(zip(got[0][found].tolist(), got_scores[0][found], strict=True))
+        scores = np.array([score_of.get(int(i), -np.inf) for i in index], np.float64)
+        # the terms
+        weight, base = interest_weights(indptr, k, theta, model.beta, LatestChunk.of(model))
+        lam = 0.0
+        r_u_of = {}
+        if recent is not None and recent[0][1] > 0:
+            lam = model.personal_weight_
+            r_u_of = dict(zip(recent[1].tolist(), recent[2], strict=True))
+        chunk = model._grouped_chunk()
+        local = np.where(index >= 0, model._item_local()[np.maximum(index, 0)], -1)
+        in_chunk = (local >= 0) & (scores > -np.inf)
+        count = _interest_counts(chunk["phi_indptr"], chunk["phi_item"], chunk["phi_count"],
+                                 local, k)
+        keep = 1.0 - lam
+        ranked = scores > -np.inf
+        contributions = np.where(in_chunk[:, None],
+                                 keep * weight[None, :] * (model.beta + count), 0.0)
+        popularity = np.zeros(index.shape[0])
+        share_weight = popularity_weights(indptr, model.popularity_weight_)[0]
+        popularity[in_chunk] = keep * share_weight * chunk["share"][local[in_chunk]]
+        personal = np.array([lam * r_u_of.get(int(i), 0.0) for i in index], np.float64)
+        personal[~ranked] = 0.0
+        return Explanation(user=one.item() if one.dtype.kind != "U" else str(one),
+                           items=items, scores=scores, interests=k.astype(np.int64),
+                           weights=theta, contributions=contributions, popularity=popularity,
+                           personal=personal, personal_weight=float(lam))
+
+    def user_interests(self, users) -> sp.csr_matrix:
+        """Each user's interest mixture ``theta_u`` as a sparse (n_users, K) matrix.
+
+        Users never seen, or seen only with items of no interest, get an empty row.
+
+        Parameters
+        ----------
+        users : array-like of shape (n_users,)
+            External user ids.
+
+        Returns
+        -------
+        theta : scipy.sparse.csr_matrix of shape (n_users, K)
+            Row ``r`` holds ``theta_u[k]`` on the interests of user ``users[r]``'s support.
+        """
+        check_is_fitted(self, "support_indptr_")
+        model = self._published()
+        index = model.user_ids_.lookup(np.atleast_1d(as_ids(users, name="users")),
+                                       name="users")
+        indptr, k, theta = model._theta(index)
+        return sp.csr_matrix((theta, k, indptr), shape=(index.shape[0], model.n_interests_))
+
+    def item_interests(self, items) -> sp.csr_matrix:
+        """Each item's mixture over interests in the latest chunk, as a sparse (n, K) matrix.
+
+        Row ``r`` is ``N[i, k, t] / sum_k N[i, k, t]`` for the latest chunk ``t`` (new items
+        included; with ``phi_decay`` the carried counts too); items with no mass there get
+        an empty row.
+
+        Parameters
+        ----------
+        items : array-like of shape (n_items,)
+            External item ids.
+
+        Returns
+        -------
+        mixtures : scipy.sparse.csr_matrix of shape (n_items, K)
+            Each item's share of engagements per interest in the latest chunk.
+        """
+        check_is_fitted(self, "support_indptr_")
+        model = self._published()
+        index = model.item_ids_.lookup(np.atleast_1d(as_ids(items, name="items")),
+                                       name="items")
+        return chunk_item_mixtures(model.phi_indptr_, model.phi_item_, model.phi_count_,
+                                   model.chunk_items_, index, model.n_interests_)
 
     def paper_model(self) -> MiCRO:
         """The paper's exact model in the state this one's sampler reached.
@@ -757,20 +739,6 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
 
     # ------------------------------------------------------------ retrieval
 
-    def _theta(self, user_index: np.ndarray):
-        """CSR (indptr, interests, theta) of the users' mixtures; empty rows for unknown."""
-        return self._mixtures(user_index)
-
-    def _recommend(self, user_index, m, seen, history=None, *, within=None):
-        indptr, k, theta = self._mixtures(user_index, history)
-        if self._blended():
-            weight, base = interest_weights(indptr, k, theta, self.beta,
-                                             LatestChunk.of(self))
-            return self._recommend_personal(user_index, m, seen, indptr, k, weight, base,
-                                            history=history, within=within)[:2]
-        chunk = None if within is None else self._chunk_within(within)
-        return self._rank_mixtures(indptr, k, theta, m, seen, chunk=chunk)
-
     def recommend_with_paper(self, users, m: int = 100, *, exclude_seen: bool = False):
         """`recommend` of this model and of its `paper_model`, in one call.
 
@@ -820,113 +788,8 @@ class MiCRO(MiCROOnline, RecommenderMixin, BaseEstimator):
         return (self.recommend(users, m, exclude_seen=exclude_seen),
                 paper[1].recommend(users, m, exclude_seen=exclude_seen))
 
-    def _ranks_with_paper(self) -> bool:
-        """Whether `_recommend_with_paper` can rank for this model and its `paper_model`
-        in one pass: a blended score, and the paper's model ranking from this
-        model's own latest chunk (no counts carried into it)."""
-        return self._blended() and self.chunk_alone_ is None
-
-    def _blended(self) -> bool:
-        """Whether scores blend the mixture with the personal or popularity terms
-        (`threshold_topm`), or are the mixture alone (`mixture_topm`)."""
-        return self.personal_weight_ > 0 or self.popularity_weight_ > 0
-
-    def _recommend_with_paper(self, users, m: int, *, exclude_seen: bool = False):
-        """`recommend_with_paper` where `_ranks_with_paper` holds: the paper's model's
-        scores are the interests' part of this model's (the same mixtures, ``phi`` and
-        weights), so `threshold_topm` with ``paper=True`` ranks both from one reading of a
-        user's lists. The lists and scores are those of the two `recommend` calls."""
-        users = self._check_recommend(users, m, exclude_seen)
-        if not self._ranks_with_paper():
-            raise ValueError(
-                "_recommend_with_paper needs a model with a blended score (personal or "
-                "popularity weight) whose paper's model ranks from its own latest chunk; "
-                f"this one has personal_weight_={self.personal_weight_}, popularity_weight_="
-                f"{self.popularity_weight_} and phi_decay_={self.phi_decay_}.")
-        user_index, seen = self._users_and_seen(users, exclude_seen)
-        indptr, k, theta = self._theta(user_index)
-        weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
-        items, scores, p_items, p_scores, p_filled = self._recommend_personal(
-            user_index, int(m), seen, indptr, k, weight, base, paper=True)
-        p_items, p_scores = fill_by_popularity(p_items, p_scores, p_filled, indptr, base, seen,
-                                               self._grouped_chunk())
-        return ((self._external_items(items), scores),
-                (self._external_items(p_items), p_scores))
-
-    def _grouped_chunk(self) -> dict:
-        """The latest chunk as the top-m kernels take it (`grouped_chunk`, ``phi`` pruned
-        to ``phi_min_count``); made once per chunk and setting, not saved. Under
-        ``"paper"`` `recommend_with_paper` keeps the `paper_model` it ranks with, when it
-        ranks apart."""
-        cache = self.__dict__.get("_grouped")
-        min_count = float(self.phi_min_count)
-        if cache is None or cache["of"] is not self.phi_item_ or cache["min_count"] != min_count:
-            cache = grouped_chunk(self.phi_indptr_, self.phi_item_, self.phi_count_,
-                                  self.chunk_items_, self.chunk_item_count_,
-                                  self.popular_order_, min_count)
-            cache.update({"of": self.phi_item_, "min_count": min_count})
-            self._grouped = cache
-        return cache
-
     def __getstate__(self):
         state = super().__getstate__()
         state.pop("_grouped", None)
         return state
 
-    def _recommend_personal(self, user_index, m, seen, indptr, k, weight, base, *,
-                            paper=False, history=None, within=None):
-        """Top-m of ``(1 - lam_u) * (p_t(i|u) + w * pi_t(i)) + lam_u * r_u(i)`` over the
-        latest chunk's items and the users' recent items (`threshold_topm`'s five arrays;
-        the last three, the paper's ranking read from the same lists, are empty without
-        ``paper``); with ``within``, over the items it holds (`_chunk_within`, ranked by
-        `personal_topm`'s scatter, which needs no lists)."""
-        r_ptr, r_item, r_u = self._recent_scores(user_index, history)
-        lam = np.where(np.diff(r_ptr) > 0, self.personal_weight_, 0.0)
-        if within is not None:
-            keep = within.holds(r_item)
-            r_ptr, r_item, r_u = keep_entries(r_ptr, keep), r_item[keep], r_u[keep]
-        share_weight = popularity_weights(indptr, self.popularity_weight_)
-        recent = Recent(lam, r_ptr, r_item, r_u)
-        if within is None:
-            return self._rank_latest(indptr, k, weight, base, share_weight, recent, seen, m,
-                                     paper=paper)
-        chunk = self._chunk_within(within)
-        with _numba_threads(self.n_jobs) as threads:
-            items, scores = personal_topm(
-                Queries(indptr, k, weight, base, share_weight), recent,
-                chunk_arrays(chunk, self.chunk_items_), ItemRows(*seen), m, threads)
-        return items, scores, np.zeros((0, m), np.int64), np.zeros((0, m)), np.zeros(0, np.int64)
-
-    def _rank_latest(self, indptr, k, weight, base, share_weight, recent, seen, m, *,
-                     paper: bool, blended: bool = True):
-        """`threshold_topm` over the latest chunk (`_grouped_chunk`, and its lists,
-        `ranked_chunk`) for rows of interests ``(indptr, k, weight, base, share_weight)``
-        and recent items ``recent`` (a `Recent`)."""
-        chunk = self._grouped_chunk()
-        lists = ranked_chunk(chunk)
-        with _numba_threads(self.n_jobs) as threads:
-            return threshold_topm(
-                Queries(indptr, k, weight, base, share_weight), recent,
-                chunk_arrays(chunk, self.chunk_items_), lists, ItemRows(*seen), m, threads,
-                paper=paper, blended=blended)
-
-    def _rank_mixtures(self, indptr, k, theta, m, seen, *, chunk=None):
-        """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal
-        component), the remaining slots filled by popularity: over the latest chunk
-        (`_grouped_chunk`) by `threshold_topm`'s lists, or over ``chunk`` (`_chunk_within`)
-        by `mixture_topm`'s scatter."""
-        weight, base = interest_weights(indptr, k, theta, self.beta, LatestChunk.of(self))
-        n = indptr.shape[0] - 1
-        if chunk is None:
-            no_recent = Recent(np.zeros(n), np.zeros(n + 1, np.int64), np.empty(0, np.int64),
-                               np.empty(0))
-            *_, items, scores, n_filled = self._rank_latest(
-                indptr, k, weight, base, np.zeros(n), no_recent, seen, m, paper=True,
-                blended=False)
-            chunk = self._grouped_chunk()
-        else:
-            with _numba_threads(self.n_jobs) as threads:
-                items, scores, n_filled = mixture_topm(
-                    Queries(indptr, k, weight, base, np.zeros(n)),
-                    chunk_arrays(chunk, self.chunk_items_), ItemRows(*seen), m, threads)
-        return fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)

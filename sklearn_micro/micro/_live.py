@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._kernels.live import draw_live
-from ._log import EngagementLog, Vocabulary, sorted_find
-from ._micro_state import LatestChunk, latest_chunk
+from .._kernels.live import draw_live
+from .._log import EngagementLog, Vocabulary, sorted_find
+from ._state import LatestChunk, latest_chunk
 
 __all__ = ["LiveLayer", "live_state", "observe_batch"]
 

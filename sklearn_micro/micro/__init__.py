@@ -1,0 +1,26 @@
+"""MiCRO: multi-interest candidate retrieval online."""
+
+from . import _held_out
+from ._estimator import (
+    MiCRO,
+)
+from ._online import Explanation
+
+#: The weights that ``MiCRO(personal="learned")`` chooses from at `fit`.
+PERSONAL_GRID = _held_out.PERSONAL_GRID
+#: The weights that ``MiCRO(popularity="learned")`` chooses from at `fit`, with
+#: ``personal``'s.
+POPULARITY_GRID = _held_out.POPULARITY_GRID
+#: The values that ``MiCRO(phi_decay="auto")`` chooses from at `fit`.
+PHI_DECAY_GRID = _held_out.PHI_DECAY_GRID
+#: The share of the mixture's held-out recall@100 that "learned" weights keep at least.
+RECALL_KEPT = _held_out.RECALL_KEPT
+
+__all__ = [
+    "PERSONAL_GRID",
+    "PHI_DECAY_GRID",
+    "POPULARITY_GRID",
+    "RECALL_KEPT",
+    "Explanation",
+    "MiCRO",
+]
