@@ -32,7 +32,8 @@ def preset_tables(text: str) -> dict:
         header, body = rows[0], rows[2:]
         scales, paper = {}, {}
         for row in body:
-            values = {name: float(cell.split("±")[0]) for name, cell in zip(header, row)
+            cells = zip(header, row, strict=False)
+            values = {name: float(cell.split("±")[0]) for name, cell in cells
                       if name in METHODS and cell}
             if row[0] in SCALES:
                 scales[SCALES[row[0]]] = values
@@ -49,9 +50,9 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     tables = preset_tables(PAGE.read_text())
-    colors = dict(zip(METHODS, ("tab:blue", "tab:orange", "tab:green")))
+    colors = dict(zip(METHODS, ("tab:blue", "tab:orange", "tab:green"), strict=True))
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-    for ax, (preset, table) in zip(axes, tables.items()):
+    for ax, (preset, table) in zip(axes, tables.items(), strict=True):
         xs = sorted(table["scales"])
         for method in METHODS:
             ax.plot(xs, [table["scales"][x][method] for x in xs], "o-",

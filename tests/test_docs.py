@@ -54,7 +54,8 @@ def test_index_snippet_runs_as_written():
 def test_readmes_reproduce_table_is_the_generated_logs_in_the_docs():
     readme = table_rows(read("README.md"), "| method | recall@50 |")
     header = ["recall@50", "mrr@50", "ndcg@50", "recall@100", "mrr@100", "ndcg@100"]
-    docs = table_rows(read("docs/paper_table.md"), "| method | recall@100 | mrr@100 | recall / ANN")
+    docs = table_rows(read("docs/paper_table.md"),
+                      "| method | recall@100 | mrr@100 | recall / ANN")
     names = {"MiCRO (paper)": "MiCRO (paper)", "MiCRO": "`MiCRO()`", "ANN": "ANN",
              "Popularity": "Popularity"}
     for method, prefix in names.items():
@@ -136,8 +137,8 @@ def test_changelogs_full_scale_figures_are_the_scale_pages():
     for preset in ("fave", "follow"):
         full = tables[preset]["scales"][1.0]
         figures = [f"{full[m]:.3f}".lstrip("0") for m in ("MiCRO (paper)", "ANN", "Popularity")]
-        assert re.search(r"(?<!\d)" + r",? (?:ANN |Popularity )?".join(map(re.escape, figures)), text), \
-            (preset, figures)
+        pattern = r"(?<!\d)" + r",? (?:ANN |Popularity )?".join(map(re.escape, figures))
+        assert re.search(pattern, text), (preset, figures)
 
 
 def test_the_http_reference_lists_every_endpoint_and_field():
