@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from _harness import header, log, table  # noqa: E402
+from _harness import header, log  # noqa: E402
 
 from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans  # noqa: E402
 from sklearn_micro._log import check_log  # noqa: E402
@@ -44,6 +44,7 @@ from sklearn_micro.datasets import (  # noqa: E402
     make_engagements,
     preset_parameters,
 )
+from sklearn_micro.experiment import prequential_table  # noqa: E402
 from sklearn_micro.model_selection import prequential_evaluate  # noqa: E402
 
 M = 100
@@ -132,29 +133,7 @@ def main(argv=None):
         run("ANN live", ann, "live")
         run("ALS live", ALSRecommender(random_state=0).fit(train), "live")
 
-    base = rows["MiCRO chunk-only"]
-    out = []
-    for name, report in rows.items():
-        mean = report.all.intervals()
-        new = report.new_items.overall()
-        cold = report.all.overall(by_warm=True)
-        ratio = report.all.compare(base.all) if name != "MiCRO chunk-only" else None
-
-        def cell(metric, mean=mean):
-            row = mean.loc[metric] if hasattr(mean, "loc") else None
-            return f"{row['mean']:.3f} ± {(row['high'] - row['low']) / 2:.3f}"
-
-        rel = "" if ratio is None else (
-            f"{1 + ratio.loc['recall@100', 'relative']:.2f}x "
-            f"[{1 + ratio.loc['recall@100', 'relative_low']:.2f}, "
-            f"{1 + ratio.loc['recall@100', 'relative_high']:.2f}]")
-        out.append([name, cell("recall@100"), cell("mrr@100"), rel,
-                    f"{new['recall@100']:.3f}",
-                    f"{cold.loc['warm', 'recall@100']:.3f}" if hasattr(cold, "loc") else "",
-                    f"{cold.loc['cold', 'recall@100']:.3f}" if hasattr(cold, "loc") else ""])
-    print(table(["method", "recall@100", "mrr@100", "recall / chunk-only",
-                 "recall@100, new items", "warm users", "cold users"], out))
-
+    print(prequential_table(rows, "MiCRO chunk-only", M))
 
 if __name__ == "__main__":
     main()

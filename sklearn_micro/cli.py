@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="save each method's fitted model in DIR (METHOD.skops, with "
                           "persistence.dump) after its evaluation, having taken every test "
                           "chunk: models to serve or inspect")
+    rep.add_argument("--live", action="store_true",
+                     help="also replay the test chunks engagement by engagement from each "
+                          "method's fitted model (the prequential protocol, docs: Live "
+                          "retrieval) and print MiCRO live beside chunk-only MiCRO and the "
+                          "baselines live")
     rep.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_serve(sub)
     _add_journey(sub)
@@ -393,15 +398,15 @@ def reproduce(args) -> int:
     from ._log import distinct
     from .experiment import (
         BASELINES,
-        Stages,
         compact_log,
         comparison_table,
         plot_per_chunk,
+        prequential_table,
         results_table,
         run_experiment,
         split_chunks,
     )
-    from .experiment._commands import SavingStages, save_models
+    from .experiment._commands import KeepingStages, SavingStages, live_reports, save_models
 
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
     unknown = [b for b in baselines if b not in BASELINES]
@@ -474,8 +479,9 @@ def reproduce(args) -> int:
             saved_models.update(save_models(method, model, test, Path(args.save_model),
                                             chunking, paired=paired))
     try:
-        stages = (Stages if args.save_model is None else partial(SavingStages, save=save))(
-            checkpoints, resume=args.resume, config=_config(args), may_differ=("baselines",))
+        stages = (KeepingStages if args.save_model is None else partial(SavingStages, save=save))(
+            checkpoints, resume=args.resume, config=_config(args), may_differ=("baselines",),
+            keep=args.live)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     drawn = None if args.preset is None else _draw(args, stages)
@@ -526,6 +532,22 @@ def reproduce(args) -> int:
             f"Per-user aggregate over all test chunks (the paper's table):\n\n{per_user}\n\n"
             f"MiCRO against each method: relative difference of the mean over all points "
             f"[95% interval, paired by user]:\n\n{against}\n")
+    if args.live:
+        started_live = time.perf_counter()
+        live = live_reports(stages.kept, test, args.m, random_state=args.seed)
+        missed = [name for name in reports if name not in stages.kept
+                  and name != "MiCRO (paper)"]  # the paper's model is MiCRO chunk-only
+        text += (f"\nLive (the prequential protocol: each test chunk replayed in a seeded "
+                 f"shuffle, in batches of a 50th of a chunk; each batch's users scored "
+                 f"before the batch is seen, against their items of the batch; a 95% "
+                 f"interval, users as the unit):\n\n"
+                 f"{prequential_table(live, 'MiCRO chunk-only', args.m)}\n"
+                 if "MiCRO chunk-only" in live else "\nLive: MiCRO's model was not fitted "
+                 "in this run (its report came from the checkpoints), nothing replayed\n")
+        if missed and "MiCRO chunk-only" in live:
+            text += (f"\nnot replayed (their reports came from the checkpoints of an earlier "
+                     f"run): {', '.join(missed)}\n")
+        text += f"\n(the live replay took {time.perf_counter() - started_live:.0f} s)\n"
     print()
     print(text)
     out.mkdir(parents=True, exist_ok=True)

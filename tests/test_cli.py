@@ -220,3 +220,35 @@ def test_embedding_options_reach_the_embedding_and_belong_to_the_run(
     for value in bad:
         assert main([*args, flag, value]) == 2
         assert refusal.format(value) in capsys.readouterr().err
+
+
+def test_reproduce_live_replays_from_the_fitted_models(tmp_path, capsys):
+    log = make_engagements(n_users=300, n_items=400, n_chunks=6, n_interests=5,
+                           n_engagements=6000, random_state=1)
+    path = tmp_path / "log.csv"
+    np.savetxt(path, np.column_stack([log.user, log.item, log.chunk]), fmt="%d",
+               delimiter=",", header="user,item,chunk", comments="")
+    args = ["reproduce", "--data", str(path), "--k", "5", "--dim", "8", "--train-chunks",
+            "4", "--quiet", "--no-checkpoints", "--baselines", "Popularity"]
+    assert main([*args, "--out", str(tmp_path / "plain")]) == 0
+    plain = capsys.readouterr().out
+    assert main([*args, "--out", str(tmp_path / "live"), "--live"]) == 0
+    live = capsys.readouterr().out
+    # the rolling tables are those of a run without --live: the replay starts from copies
+    def tables(out):
+        return out.split("Mean over all")[1].split("plots:")[0].split("\nLive (")[0].strip()
+
+    assert tables(plain) == tables(live)
+    rows = {name: cells for name, *cells in (
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in live.split("Live (the prequential")[1].split("Per stage")[0].splitlines()
+        if line.startswith("| ") and not line.startswith("| method"))}
+    assert list(rows) == ["MiCRO chunk-only", "MiCRO users' own live", "MiCRO live",
+                          "Popularity live"]
+    # columns: recall, mrr, ratio, recall on new items, warm, cold
+    assert rows["MiCRO chunk-only"][2] == ""
+    assert re.fullmatch(r"\d\.\d\dx \[\d\.\d\d, \d\.\d\d\]", rows["MiCRO live"][2])
+    # chunk-only MiCRO cannot retrieve an item first engaged in the open chunk; live can
+    assert float(rows["MiCRO chunk-only"][3]) == 0.0
+    assert float(rows["MiCRO live"][3]) > 0.0
+    assert "Live (the prequential" in (tmp_path / "live" / "results.md").read_text()

@@ -11,6 +11,7 @@ folder and renamed when complete (`atomic_path`), so a reader never sees half of
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 import uuid
@@ -283,21 +284,35 @@ def load_model(path) -> object:
 # ------------------------------------------------------------------------ reproduce
 
 
-class SavingStages(Stages):
-    """`Stages` that hand each method's fitted model to ``save(method, model, paired=)``
-    once its rolling evaluation is over (when its report is saved), then let it go;
-    ``paired``: MiCRO's model sampled for its paper's model too (one chain for both)."""
+class KeepingStages(Stages):
+    """`Stages` that, with ``keep``, keep a copy of each method's model as its fit stage
+    gives it, before the rolling evaluation moves it on (``reproduce --live`` replays the
+    test chunks from it): `kept`, by method."""
 
-    def __init__(self, *args, save, **kwargs):
+    def __init__(self, *args, keep: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
-        self._save = save
+        self._keep = keep
         self._fitted = {}
+        self.kept = {}
 
     def run(self, name, compute, **kwargs):
         result = super().run(name, compute, **kwargs)
         if name.endswith(" fit"):
-            self._fitted[name.removesuffix(" fit")] = result
+            method = name.removesuffix(" fit")
+            self._fitted[method] = result
+            if self._keep:
+                self.kept[method] = copy.deepcopy(result)
         return result
+
+
+class SavingStages(KeepingStages):
+    """`KeepingStages` that hand each method's fitted model to ``save(method, model,
+    paired=)`` once its rolling evaluation is over (when its report is saved), then let it
+    go; ``paired``: MiCRO's model sampled for its paper's model too (one chain for both)."""
+
+    def __init__(self, *args, save, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._save = save
 
     def save(self, name, obj, stage=None) -> bool:
         written = super().save(name, obj, stage)
@@ -307,6 +322,36 @@ class SavingStages(Stages):
                 stage.name == "MiCRO (paper) fit" for stage in self.stages)
             self._save(method, self._fitted.pop(method), paired=paired)
         return written
+
+
+def live_reports(models: dict, test, m: int, *, batches_per_chunk: int = 50,
+                 random_state=0) -> dict:
+    """``reproduce --live``: the prequential replay of the test chunks (each chunk's
+    engagements in a seeded shuffle, in ``batches_per_chunk`` batches) from each method's
+    model as its fit left it. MiCRO gives three rows: chunk-only (the closed chunks
+    alone, the paper's protocol at event granularity), its users' own live engagements
+    (``history``) and live (``observe``); each other method one, live. A model that
+    cannot observe is replayed chunk-only, and its row says so."""
+    from ..model_selection import prequential_evaluate
+
+    n_chunks = len(np.unique(test.chunk))
+    batch = max(1, len(test) // n_chunks // batches_per_chunk)
+
+    def replay(model, mode):
+        return prequential_evaluate(model, test, batch_size=batch, mode=mode, m_values=m,
+                                    random_state=random_state)
+
+    reports = {}
+    for method, model in sorted(models.items(), key=lambda item: item[0] != "MiCRO"):
+        if method == "MiCRO (paper)":
+            continue  # the paper's model answers from the closed chunks: MiCRO chunk-only
+        if method == "MiCRO":
+            reports["MiCRO chunk-only"] = replay(model, "chunk")
+            reports["MiCRO users' own live"] = replay(model, "users")
+        can_observe = callable(getattr(model, "observe", None))
+        name = f"{method} live" if can_observe else f"{method} chunk-only (cannot observe)"
+        reports[name] = replay(model, "live" if can_observe else "chunk")
+    return reports
 
 
 def model_file_name(method: str) -> str:

@@ -41,8 +41,8 @@ from ..model_selection._chunk_scores import paired_chunk_points
 from ._stages import Stages, load_checkpoint
 
 __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "comparison_table",
-           "load_checkpoint", "plot_per_chunk", "results_table", "run_experiment",
-           "split_chunks"]
+           "load_checkpoint", "plot_per_chunk", "prequential_table", "results_table",
+           "run_experiment", "split_chunks"]
 
 METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS")
 BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
@@ -476,6 +476,39 @@ def comparison_table(reports: dict[str, RollingReport], reference: str,
         cells = [f"{relative[m]:+.1%} [{low[m]:+.1%}, {high[m]:+.1%}]"
                  if np.isfinite(relative[m]) else "n/a (a mean of 0)" for m in metrics]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def prequential_table(reports: dict, reference: str, m: int = 100, *,
+                      level: float = 0.95) -> str:
+    """Prequential reports (`prequential_evaluate`, one per method) as markdown.
+
+    A row per method: recall@m and MRR@m over all (user, batch) points with the half width
+    of their interval, recall@m relative to ``reference`` with its interval paired by user,
+    and recall@m against new items only (first engaged in the test chunk) and for warm and
+    cold users (users with engagements before the chunk, or not).
+    """
+    if reference not in reports:
+        raise ValueError(f"reference must be one of {list(reports)}; got {reference!r}.")
+    recall, mrr = f"recall@{m}", f"mrr@{m}"
+    lines = [f"| method | {recall} | {mrr} | {recall} / {reference} | {recall}, new items "
+             f"| warm users | cold users |", "|---|" + "---:|" * 6]
+    for name, report in reports.items():
+        table = report.all.intervals(level=level)
+        mean, high = _by_metric(table, "mean"), _by_metric(table, "high")
+        ratio = ""
+        if name != reference:
+            against = report.all.compare(reports[reference].all, level=level)
+            rel, low, up = (_by_metric(against, c)[recall]
+                            for c in ("relative", "relative_low", "relative_high"))
+            ratio = (f"{1 + rel:.2f}x [{1 + low:.2f}, {1 + up:.2f}]" if np.isfinite(rel)
+                     else "n/a (a mean of 0)")
+        new = float(report.new_items.overall()[recall]) if len(report.new_items) else np.nan
+        by_warm = report.all.overall(by_warm=True)
+        warm, cold = (float(np.asarray(by_warm[recall])[i]) for i in (1, 2))
+        lines.append(f"| {name} | {mean[recall]:.3f} ± {high[recall] - mean[recall]:.3f} | "
+                     f"{mean[mrr]:.3f} ± {high[mrr] - mean[mrr]:.3f} | {ratio} | {new:.3f} | "
+                     f"{warm:.3f} | {cold:.3f} |")
     return "\n".join(lines)
 
 
