@@ -13,9 +13,10 @@ applied before it. An update process that died is started again for the next try
 
 For tests of durability only, ``SKLEARN_MICRO_FAILPOINT=after-snapshot-rename`` in the
 environment makes each close wait, after its snapshot is renamed into place and before the
-new model is loaded and swapped in, for an hour (``after-snapshot-rename:SECONDS`` for that
+new model is loaded and swapped in (``during-update``: in the update process, after
+``partial_fit`` and before the snapshot is saved), for an hour (``NAME:SECONDS`` for that
 many seconds), logging a warning when it starts waiting: a deterministic moment to kill the
-service at. Requests are answered meanwhile.
+service at (`worker.failpoint_seconds`). Requests are answered meanwhile.
 """
 
 from __future__ import annotations
@@ -41,22 +42,15 @@ __all__ = ["Updater"]
 log = logging.getLogger("sklearn_micro.serving")
 
 MAX_RETRY_SECONDS = 60.0
-FAILPOINT = "SKLEARN_MICRO_FAILPOINT"
 
 
 async def failpoint(name: str) -> None:
-    """Wait at the moment ``name`` if the environment's `FAILPOINT` names it (see the
-    module's docstring); return at once otherwise."""
-    value = os.environ.get(FAILPOINT, "")
-    point, _, seconds = value.partition(":")
-    if point != name:
-        return
-    try:
-        wait = float(seconds) if seconds else 3600.0
-    except ValueError:
-        raise ValueError(f"{FAILPOINT} must be NAME or NAME:SECONDS; got {value!r}.") from None
-    log.warning("failpoint %s: waiting %.1f s", name, wait)
-    await asyncio.sleep(wait)
+    """Wait at the moment ``name`` if ``SKLEARN_MICRO_FAILPOINT`` names it (see the module's
+    docstring); return at once otherwise."""
+    wait = worker.failpoint_seconds(name)
+    if wait:
+        log.warning("failpoint %s: waiting %.1f s", name, wait)
+        await asyncio.sleep(wait)
 
 
 class UpdateFailed(RuntimeError):

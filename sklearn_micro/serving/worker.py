@@ -29,6 +29,23 @@ import numpy as np
 from ..base import partial_fit_through
 
 UPDATE_NICENESS = 10
+FAILPOINT = "SKLEARN_MICRO_FAILPOINT"
+
+
+def failpoint_seconds(name: str) -> float:
+    """How long to wait at the moment ``name``: the seconds of
+    ``SKLEARN_MICRO_FAILPOINT=NAME[:SECONDS]`` in the environment when it names ``name``
+    (3600 without SECONDS), else 0. For tests of durability only: a deterministic moment to
+    kill the service at (``during-update`` here; ``after-snapshot-rename`` in the
+    service)."""
+    value = os.environ.get(FAILPOINT, "")
+    point, _, seconds = value.partition(":")
+    if point != name:
+        return 0.0
+    try:
+        return float(seconds) if seconds else 3600.0
+    except ValueError:
+        raise ValueError(f"{FAILPOINT} must be NAME or NAME:SECONDS; got {value!r}.") from None
 
 
 def _die_with_parent() -> None:
@@ -69,6 +86,10 @@ def update(base: Path, chunk_file: Path, tmp: Path, final: Path, fmt: str, paren
     start = time.perf_counter()
     partial_fit(model, log)
     seconds["partial_fit"] = time.perf_counter() - start
+    wait = failpoint_seconds("during-update")
+    if wait:
+        print(f"failpoint during-update: waiting {wait:.1f} s", file=sys.stderr, flush=True)
+        time.sleep(wait)
     start = time.perf_counter()
     dump(model, tmp, format=fmt)
     seconds["save"] = time.perf_counter() - start
