@@ -44,12 +44,12 @@ log = logging.getLogger("sklearn_micro.serving")
 MAX_RETRY_SECONDS = 60.0
 
 
-async def failpoint(name: str) -> None:
-    """Wait at the moment ``name`` if ``SKLEARN_MICRO_FAILPOINT`` names it (see the module's
-    docstring); return at once otherwise."""
+async def failpoint(name: str, chunk: int) -> None:
+    """Wait at the moment ``name`` of the close of ``chunk`` if ``SKLEARN_MICRO_FAILPOINT``
+    names it (see the module's docstring); return at once otherwise."""
     wait = worker.failpoint_seconds(name)
     if wait:
-        log.warning("failpoint %s: waiting %.1f s", name, wait)
+        log.warning("failpoint %s of chunk %d: waiting %.1f s", name, chunk, wait)
         await asyncio.sleep(wait)
 
 
@@ -167,7 +167,7 @@ class Updater:
             else:
                 await self._run_worker(source, chunk_file, tmp, final, fmt, handoff)
             steps["sampled and saved"] = time.perf_counter() - start
-            await failpoint("after-snapshot-rename")
+            await failpoint("after-snapshot-rename", chunk)
             start = time.perf_counter()
             # the pickled handoff when there is one: our own file, ten times faster to load
             # than the skops snapshot, which holds the same model
