@@ -63,6 +63,7 @@ from _harness import header, log, table  # noqa: E402
 
 from sklearn_micro import MiCRO, datasets  # noqa: E402
 from sklearn_micro.persistence import dump, load  # noqa: E402
+from sklearn_micro.serving import worker  # noqa: E402
 
 HOST = "127.0.0.1"
 PHASES = ("ingest", "close", "rename-swap")
@@ -85,38 +86,6 @@ def call(port, path, body=None, timeout=10.0):
             return answer.status, json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
-
-
-def processes():
-    """``(pid, ppid, state)`` of every process."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            out.append((int(entry), int(fields[1]), fields[0]))
-    return out
-
-
-def update_processes(server_pid: int) -> list[int]:
-    found = []
-    for pid, ppid, state in processes():
-        if ppid == server_pid and state != "Z":
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if b"sklearn_micro.serving.worker" in f.read():
-                        found.append(pid)
-            except OSError:
-                pass
-    return found
-
-
-def alive(pids) -> list[int]:
-    """Those of ``pids`` still running (a zombie, dead but not reaped, is not)."""
-    return [pid for pid, _, state in processes() if pid in pids and state != "Z"]
 
 
 class Server:
@@ -303,9 +272,9 @@ def main(argv=None) -> None:
                 break
             time.sleep(rng.uniform(0.2, 1.5))
             deadline = time.monotonic() + 20
-            workers = update_processes(server.proc.pid)
+            workers = worker.update_processes(server.proc.pid)
             while True:
-                workers = update_processes(server.proc.pid) or workers
+                workers = worker.update_processes(server.proc.pid) or workers
                 seen = observe_phase(port, state)
                 if seen is not None and (seen[0] == aim or time.monotonic() > deadline):
                     break
@@ -320,9 +289,9 @@ def main(argv=None) -> None:
                                   server.log_path.read_text()[before:])
             kills.append((aim, phase))
             # the update process dies with the server
-            while alive(workers) and time.monotonic() < killed_at + 5:
+            while worker.running(workers) and time.monotonic() < killed_at + 5:
                 time.sleep(0.02)
-            orphans.extend(alive(workers))
+            orphans.extend(worker.running(workers))
             with client.lock:
                 acked_before = list(client.acked)
             restarts.append(server.start())
@@ -360,10 +329,10 @@ def main(argv=None) -> None:
                                  f"{health['last_error']}")
             break
         time.sleep(0.2)
-    workers = update_processes(server.proc.pid)
+    workers = worker.update_processes(server.proc.pid)
     server.stop()
     time.sleep(0.5)
-    orphans.extend(alive(workers))
+    orphans.extend(worker.running(workers))
     served = load(health["path"])
     log(f"served at the end: chunk {health['chunk']}, {health['path']}")
 

@@ -22,6 +22,7 @@ import pytest
 
 from sklearn_micro import MiCRO
 from sklearn_micro.persistence import dump
+from sklearn_micro.serving import worker
 from sklearn_micro.utils.estimator_checks import make_log
 
 for _name in ("starlette", "uvicorn", "prometheus_client", "orjson", "skops"):
@@ -68,10 +69,6 @@ class Server:
             time.sleep(0.05)
         raise AssertionError(f"{text!r} not in the log after {timeout} s")
 
-    def update_processes(self):
-        """The pids of the server's update processes."""
-        return [pid for pid, ppid, _ in _processes() if ppid == self.proc.pid
-                and b"sklearn_micro.serving.worker" in _cmdline(pid)]
 
     def call(self, path, body=None):
         data = None if body is None else json.dumps(body).encode()
@@ -115,33 +112,6 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(30)
-
-
-def _processes():
-    """``(pid, ppid, state)`` of every process."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            out.append((int(entry), int(fields[1]), fields[0]))
-    return out
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def _alive(pids):
-    """Those of ``pids`` that still run (a zombie, dead but not reaped, does not)."""
-    return [pid for pid, _, state in _processes() if pid in pids and state != "Z"]
 
 
 def _chunk_body(chunk):
@@ -282,14 +252,14 @@ def test_kill_during_a_close_ends_the_update_process_and_applies_the_queue_in_or
     behind = CHUNKS[1].assign(chunk=first + 1)
     try:
         assert server.call("/chunks", _chunk_body(behind))[0] == 202
-        workers = server.update_processes()
+        workers = worker.update_processes(server.proc.pid)
         assert len(workers) == 1
         assert server.call("/health")[1]["queued"] == [first, first + 1]
         server.stop(signal.SIGKILL)
         end = time.monotonic() + 10
-        while _alive(workers) and time.monotonic() < end:
+        while worker.running(workers) and time.monotonic() < end:
             time.sleep(0.05)
-        assert _alive(workers) == [], "the update process outlived the server"
+        assert worker.running(workers) == [], "the update process outlived the server"
         assert not (state / f"chunk-{first}.skops").exists()
 
         server = Server(model_path, log_path)

@@ -62,6 +62,40 @@ def _die_with_parent() -> None:
         pass
 
 
+def _processes() -> list[tuple[int, int, str]]:
+    """``(pid, parent pid, state)`` of every process (Linux's ``/proc``)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out.append((int(entry), int(fields[1]), fields[0]))
+    return out
+
+
+def running(pids) -> list[int]:
+    """Those of ``pids`` still running (Linux; a zombie, dead but not reaped, is not)."""
+    pids = set(pids)
+    return [pid for pid, _, state in _processes() if pid in pids and state != "Z"]
+
+
+def update_processes(service_pid: int) -> list[int]:
+    """The pids of the running update processes of the service ``service_pid`` (Linux)."""
+    found = []
+    for pid, parent, state in _processes():
+        if parent == service_pid and state != "Z":
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"sklearn_micro.serving.worker" in f.read():
+                        found.append(pid)
+            except OSError:
+                pass
+    return found
+
+
 # the update step; a name of this module, so that tests can slow it down or make it fail
 partial_fit = partial_fit_through
 
