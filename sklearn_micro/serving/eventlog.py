@@ -137,7 +137,8 @@ class EventLog:
             "SELECT COUNT(*), COALESCE(SUM(n), 0), MIN(chunk), MAX(chunk) FROM batches"
         ).fetchone()
         held = (f"{engagements} engagements in {requests} requests (chunks {first} to "
-                f"{last}), next offset {self.next_offset}")
+                f"{last})" if requests else "no engagements") + (
+                f", next offset {self.next_offset}")
         if wal is None:
             log.info("event log %s: %s; no write-ahead log to recover", self.path, held)
             return
