@@ -18,7 +18,8 @@ A transaction that was not committed when the process stopped (a torn tail) is r
 by SQLite when the file is next opened: its frames in the write-ahead log end without a
 valid commit frame (a frame is checksummed, so a torn one is seen), and SQLite keeps the
 log up to the last complete commit. Such a transaction was never acknowledged: a commit is
-answered only after its frames, commit frame included, were written and synced. Opening
+answered only after its frames, commit frame included, were written and synced (on a disk
+that keeps what it synced, only a commit not yet answered can be torn). Opening
 the log logs what it holds and how much of the write-ahead log it kept and dropped. Rows
 of chunks that a snapshot holds are deleted (`EventLog.forget_through`): the log keeps
 only what the snapshots do not.

@@ -9,7 +9,8 @@ pickles the model to ``handoff``, which loads ten times faster than the skops fi
 service loads it, and the next update starts from it), then answers one JSON line,
 ``{"ok": true, "seconds": {...}, ...}`` or ``{"ok": false, "error": "..."}``. It runs at a
 lower priority than the service, and dies with it: a worker whose service is gone
-publishes nothing.
+publishes nothing. With ``SKLEARN_MICRO_FAILPOINT=during-update`` (for tests only) it
+waits after ``partial_fit``, before saving (`failpoint_seconds`).
 
 The service keeps one such process, so that the sampler's compiled kernels (which hold the
 GIL, on numba's threads) never run inside the process that answers requests, while the
