@@ -494,6 +494,31 @@ def _check_saved_then_swapped_in(client, micro, model_file):
     assert "micro_updates_total{outcome=\"applied\"} 2.0" in client.get("/metrics").text
 
 
+def test_failpoint_waits_only_where_the_environment_names_it(monkeypatch, caplog):
+    from sklearn_micro.serving import updater
+
+    monkeypatch.delenv(worker.FAILPOINT, raising=False)
+    asyncio.run(updater.failpoint("after-snapshot-rename", 4))
+    assert "failpoint" not in caplog.text
+    monkeypatch.setenv(worker.FAILPOINT, "somewhere-else:30")
+    asyncio.run(asyncio.wait_for(updater.failpoint("after-snapshot-rename", 4), 5))
+    monkeypatch.setenv(worker.FAILPOINT, "after-snapshot-rename:30")
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(asyncio.wait_for(updater.failpoint("after-snapshot-rename", 4), 0.2))
+    assert "failpoint after-snapshot-rename of chunk 4: waiting 30.0 s" in caplog.text
+    monkeypatch.setenv(worker.FAILPOINT, "after-snapshot-rename")
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(asyncio.wait_for(updater.failpoint("after-snapshot-rename", 4), 0.2))
+    assert "waiting 3600.0 s" in caplog.text
+    assert worker.failpoint_seconds("during-update") == 0
+    monkeypatch.setenv(worker.FAILPOINT, "during-update:2.5")
+    assert worker.failpoint_seconds("during-update") == 2.5
+    monkeypatch.setenv(worker.FAILPOINT, "after-snapshot-rename:soon")
+    with pytest.raises(ValueError, match="SKLEARN_MICRO_FAILPOINT must be NAME or "
+                                         "NAME:SECONDS; got 'after-snapshot-rename:soon'"):
+        asyncio.run(updater.failpoint("after-snapshot-rename", 4))
+
+
 def test_full_queue_is_429_with_retry_after(model_file, monkeypatch):
     slow = worker.partial_fit
 

@@ -15,9 +15,14 @@ What it holds:
 - ``meta``: the next offset.
 
 A transaction that was not committed when the process stopped (a torn tail) is rolled back
-by SQLite when the file is next opened: it was never acknowledged. Rows of chunks that a
-snapshot holds are deleted (`EventLog.forget_through`): the log keeps only what the
-snapshots do not.
+by SQLite when the file is next opened: its frames in the write-ahead log end without a
+valid commit frame (a frame is checksummed, so a torn one is seen), and SQLite keeps the
+log up to the last complete commit. Such a transaction was never acknowledged: a commit is
+answered only after its frames, commit frame included, were written and synced (on a disk
+that keeps what it synced, only a commit not yet answered can be torn). Opening
+the log logs what it holds and how much of the write-ahead log it kept and dropped. Rows
+of chunks that a snapshot holds are deleted (`EventLog.forget_through`): the log keeps
+only what the snapshots do not.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -32,7 +38,7 @@ from pathlib import Path
 
 import orjson
 
-__all__ = ["EventLog", "Pending"]
+__all__ = ["EventLog", "Pending", "wal_frames"]
 
 log = logging.getLogger("sklearn_micro.serving")
 
@@ -44,6 +50,46 @@ CREATE INDEX IF NOT EXISTS batches_chunk ON batches (chunk);
 CREATE TABLE IF NOT EXISTS closed (chunk INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
+
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+
+def wal_frames(wal: Path) -> tuple[int, int] | None:
+    """What a write-ahead log holds before SQLite opens it: ``(frames, torn)``, the whole
+    frames of its current generation (those with the header's salts) and the bytes of a
+    torn frame after them (0 if none); None when there is no such file (the log was closed
+    cleanly). Its checksums are left to SQLite."""
+    try:
+        f = open(wal, "rb")
+    except FileNotFoundError:
+        return None
+    with f:
+        size = f.seek(0, 2)
+        if size == 0:
+            return None
+        f.seek(0)
+        header = f.read(32)
+        if len(header) < 32:
+            return 0, size
+        magic, _, page_size = struct.unpack(">3I", header[:12])
+        if magic not in _WAL_MAGIC or page_size < 512:
+            return 0, size - 32
+        salts = header[16:24]
+        frame = 24 + page_size
+        frames, position = 0, 32
+        while position + frame <= size:
+            f.seek(position)
+            if f.read(24)[8:16] != salts:
+                return frames, 0  # a frame of an earlier generation: not part of the log
+            frames += 1
+            position += frame
+        if position < size:
+            f.seek(position)
+            head = f.read(24)
+            if len(head) < 16 or head[8:16] == salts:
+                return frames, size - position
+        return frames, 0
 
 
 @dataclass(frozen=True)
@@ -77,11 +123,39 @@ class EventLog:
     def __init__(self, path):
         self.path = Path(path)
         self._lock = threading.Lock()
+        wal = wal_frames(self.path.with_name(self.path.name + "-wal"))
         self._db = self._connect()
         with self._db:
             self._db.executescript(_SCHEMA)
         row = self._db.execute("SELECT value FROM meta WHERE key = 'next_offset'").fetchone()
         self.next_offset = 0 if row is None else int(row[0])
+        self._log_opened(wal)
+
+    def _log_opened(self, wal: tuple[int, int] | None) -> None:
+        """Log what the log holds, and what SQLite kept and dropped of the write-ahead log a
+        stopped process left (``wal``: its frames and the bytes of a torn last frame)."""
+        requests, engagements, first, last = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(n), 0), MIN(chunk), MAX(chunk) FROM batches"
+        ).fetchone()
+        held = (f"{engagements} engagements in {requests} requests (chunks {first} to "
+                f"{last})" if requests else "no engagements") + (
+                f", next offset {self.next_offset}")
+        if wal is None:
+            log.info("event log %s: %s; no write-ahead log to recover", self.path, held)
+            return
+        # the frames SQLite kept: those up to the last complete commit
+        kept = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+        frames, torn = wal
+        dropped = max(0, frames - kept)
+        if dropped or torn:
+            log.warning("event log %s: %s; the write-ahead log's tail was dropped: %d whole "
+                        "frames and %d bytes of a torn frame after the last complete commit "
+                        "(%d frames kept): a commit not whole on disk, so not acknowledged "
+                        "unless the disk lost a write it had synced", self.path, held,
+                        dropped, torn, kept)
+        else:
+            log.info("event log %s: %s; write-ahead log recovered whole (%d frames)",
+                     self.path, held, kept)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)

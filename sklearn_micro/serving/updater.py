@@ -10,6 +10,13 @@ chunk or the one after it, never a mix. Meanwhile requests are answered by the m
 before. A close that fails leaves that model serving, is kept as ``last_error`` and is tried
 again after a wait that doubles each time (up to `MAX_RETRY_SECONDS`): no later chunk is
 applied before it. An update process that died is started again for the next try.
+
+For tests of durability only, ``SKLEARN_MICRO_FAILPOINT=after-snapshot-rename`` in the
+environment makes each close wait, after its snapshot is renamed into place and before the
+new model is loaded and swapped in (``during-update``: in the update process, after
+``partial_fit`` and before the snapshot is saved), for an hour (``NAME:SECONDS`` for that
+many seconds), logging a warning when it starts waiting: a deterministic moment to kill the
+service at (`worker.failpoint_seconds`). Requests are answered meanwhile.
 """
 
 from __future__ import annotations
@@ -35,6 +42,15 @@ __all__ = ["Updater"]
 log = logging.getLogger("sklearn_micro.serving")
 
 MAX_RETRY_SECONDS = 60.0
+
+
+async def failpoint(name: str, chunk: int) -> None:
+    """Wait at the moment ``name`` of the close of ``chunk`` if ``SKLEARN_MICRO_FAILPOINT``
+    names it (see the module's docstring); return at once otherwise."""
+    wait = worker.failpoint_seconds(name)
+    if wait:
+        log.warning("failpoint %s of chunk %d: waiting %.1f s", name, chunk, wait)
+        await asyncio.sleep(wait)
 
 
 class UpdateFailed(RuntimeError):
@@ -151,6 +167,7 @@ class Updater:
             else:
                 await self._run_worker(source, chunk_file, tmp, final, fmt, handoff)
             steps["sampled and saved"] = time.perf_counter() - start
+            await failpoint("after-snapshot-rename", chunk)
             start = time.perf_counter()
             # the pickled handoff when there is one: our own file, ten times faster to load
             # than the skops snapshot, which holds the same model

@@ -9,7 +9,8 @@ pickles the model to ``handoff``, which loads ten times faster than the skops fi
 service loads it, and the next update starts from it), then answers one JSON line,
 ``{"ok": true, "seconds": {...}, ...}`` or ``{"ok": false, "error": "..."}``. It runs at a
 lower priority than the service, and dies with it: a worker whose service is gone
-publishes nothing.
+publishes nothing. With ``SKLEARN_MICRO_FAILPOINT=during-update`` (for tests only) it
+waits after ``partial_fit``, before saving (`failpoint_seconds`).
 
 The service keeps one such process, so that the sampler's compiled kernels (which hold the
 GIL, on numba's threads) never run inside the process that answers requests, while the
@@ -29,6 +30,23 @@ import numpy as np
 from ..base import partial_fit_through
 
 UPDATE_NICENESS = 10
+FAILPOINT = "SKLEARN_MICRO_FAILPOINT"
+
+
+def failpoint_seconds(name: str) -> float:
+    """How long to wait at the moment ``name``: the seconds of
+    ``SKLEARN_MICRO_FAILPOINT=NAME[:SECONDS]`` in the environment when it names ``name``
+    (3600 without SECONDS), else 0. For tests of durability only: a deterministic moment to
+    kill the service at (``during-update`` here; ``after-snapshot-rename`` in the
+    service)."""
+    value = os.environ.get(FAILPOINT, "")
+    point, _, seconds = value.partition(":")
+    if point != name:
+        return 0.0
+    try:
+        return float(seconds) if seconds else 3600.0
+    except ValueError:
+        raise ValueError(f"{FAILPOINT} must be NAME or NAME:SECONDS; got {value!r}.") from None
 
 
 def _die_with_parent() -> None:
@@ -43,6 +61,40 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _processes() -> list[tuple[int, int, str]]:
+    """``(pid, parent pid, state)`` of every process (Linux's ``/proc``)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out.append((int(entry), int(fields[1]), fields[0]))
+    return out
+
+
+def running(pids) -> list[int]:
+    """Those of ``pids`` still running (Linux; a zombie, dead but not reaped, is not)."""
+    pids = set(pids)
+    return [pid for pid, _, state in _processes() if pid in pids and state != "Z"]
+
+
+def update_processes(service_pid: int) -> list[int]:
+    """The pids of the running update processes of the service ``service_pid`` (Linux)."""
+    found = []
+    for pid, parent, state in _processes():
+        if parent == service_pid and state != "Z":
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"sklearn_micro.serving.worker" in f.read():
+                        found.append(pid)
+            except OSError:
+                pass
+    return found
 
 
 # the update step; a name of this module, so that tests can slow it down or make it fail
@@ -69,6 +121,10 @@ def update(base: Path, chunk_file: Path, tmp: Path, final: Path, fmt: str, paren
     start = time.perf_counter()
     partial_fit(model, log)
     seconds["partial_fit"] = time.perf_counter() - start
+    wait = failpoint_seconds("during-update")
+    if wait:
+        print(f"failpoint during-update: waiting {wait:.1f} s", file=sys.stderr, flush=True)
+        time.sleep(wait)
     start = time.perf_counter()
     dump(model, tmp, format=fmt)
     seconds["save"] = time.perf_counter() - start
