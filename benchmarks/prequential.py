@@ -87,7 +87,8 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=None,
                         help="engagements per batch (default: a 50th of a test chunk)")
     parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--live-weights", type=float, nargs="+", default=[1.0])
+    parser.add_argument("--live-weights", type=float, nargs="*", default=[],
+                        help="fixed live weights to replay beside the default's choice")
     parser.add_argument("--no-baselines", action="store_true")
     args = parser.parse_args(argv)
     header(f"Prequential evaluation on {args.log}", "prequential.py", argv)
@@ -121,6 +122,7 @@ def main(argv=None):
 
     run("MiCRO chunk-only", micro, "chunk")
     run("MiCRO users' own live", micro, "users")
+    run(f"MiCRO live (auto: live_weight {micro.live_weight_:g})", micro, "live")
     for w in args.live_weights:
         run(f"MiCRO live (live_weight {w:g})", copy.deepcopy(micro).set_params(live_weight=w),
             "live")

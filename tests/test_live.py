@@ -333,3 +333,94 @@ def test_baseline_observe_refuses_other_chunks_with_the_state_unchanged():
     with pytest.raises(ValueError, match="open chunk"):
         rec.observe(OPEN.assign(chunk=OPEN_CHUNK + 3))
     assert state_differences(before, rec) == []
+
+
+# ---------------------------------------------------------------- live_weight="auto"
+
+
+def _replayed_metric(model, user, item, chunk, weight, *, n_batches, seed):
+    """The documented held-out replay, through the public API and computed apart: the
+    chunk's engagements shuffled (``default_rng(seed).permutation``) and cut into
+    ``n_batches``; from the second batch on, each batch's users ranked at ``weight``
+    before the batch is observed, recall@100 against their own items of the batch."""
+    from sklearn_micro.metrics import recall_at
+
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(user.shape[0])
+    user, item = user[order], item[order]
+    total, n = 0.0, 0
+    for b, rows in enumerate(np.array_split(np.arange(user.shape[0]), n_batches)):
+        if b > 0:
+            users = np.unique(user[rows])
+            model.set_params(live_weight=weight)
+            found = model.recommend(users, 100)[0]
+            relevant = [set(item[rows][user[rows] == u].tolist()) for u in users]
+            total += float(recall_at(found, relevant, 100).sum())
+            n += users.size
+        model.observe(np.column_stack([user[rows], item[rows], np.full(rows.size, chunk)]))
+    return total / n
+
+
+def test_live_weight_scores_are_the_replay_computed_apart():
+    from sklearn_micro.micro._held_out import live_weight_points
+
+    model = _closed(PARAMS["blend"], live_weight=0.0)
+    user, item = OPEN.user.to_numpy(), OPEN.item.to_numpy()
+    _, values = live_weight_points(copy.deepcopy(model), user, item, OPEN_CHUNK, (0.0, 4.0),
+                                   n_batches=4, max_users=10**9, random_state=5)
+    scores = values.mean(axis=0)
+    expected = [_replayed_metric(copy.deepcopy(model), user, item, OPEN_CHUNK, w,
+                                 n_batches=4, seed=5) for w in (0.0, 4.0)]
+    assert_allclose(scores, expected)
+
+
+def test_auto_live_weight_is_held_out_and_leaves_the_rest_of_fit_alone():
+    from sklearn_micro.micro import LIVE_WEIGHT_GRID
+
+    auto = MiCRO(random_state=0, **PARAMS["blend"]).fit(X_TRAIN, item_interest=INTERESTS)
+    assert auto.get_params()["live_weight"] == "auto"
+    assert auto.live_weight_ in LIVE_WEIGHT_GRID
+    given = MiCRO(random_state=0, **PARAMS["blend"], live_weight=auto.live_weight_).fit(
+        X_TRAIN, item_interest=INTERESTS)
+    # the replay draws from streams of its own: the sampler's carries on as without it
+    assert not state_differences(auto.partial_fit(CLOSED), given.partial_fit(CLOSED),
+                                 ignore=("live_weight",))
+    auto.observe(OPEN.iloc[:30]), given.observe(OPEN.iloc[:30])
+    users = OPEN.user.unique()
+    assert_array_equal(auto.recommend(users, 10)[0], given.recommend(users, 10)[0])
+    # a number set after fit acts on the next answer, "auto" goes back to fit's choice
+    other = 0.0 if auto.live_weight_ > 0 else 16.0
+    assert not np.array_equal(auto.set_params(live_weight=other).recommend(users, 10)[0],
+                              given.recommend(users, 10)[0])
+    assert_array_equal(auto.set_params(live_weight="auto").recommend(users, 10)[0],
+                       given.recommend(users, 10)[0])
+
+
+def test_auto_live_weight_on_one_training_chunk_is_the_fallback():
+    from sklearn_micro.micro._held_out import LIVE_WEIGHT_FALLBACK
+
+    one = X_TRAIN[X_TRAIN.chunk == X_TRAIN.chunk.max()]
+    items = np.unique(one.item)
+    model = MiCRO(random_state=0, **PARAMS["paper"]).fit(one, item_interest=(
+        items, items % 3))
+    assert model.live_weight_ == LIVE_WEIGHT_FALLBACK
+
+
+def test_paired_choice_leaves_the_plain_weight_only_on_a_sure_gain():
+    from sklearn_micro.micro._held_out import paired_choice
+
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(200), 3)
+    base = rng.uniform(size=users.size)
+    grid = (0.0, 1.0, 4.0)
+    # 4 gains most, 1 gains surely but less: 4
+    values = np.column_stack([base, base + 0.05, base + 0.1 + rng.normal(0, 0.01, users.size)])
+    assert paired_choice(users, values, grid) == 4.0
+    # gains in noise around 0 (the held-out chunk of a log whose items live long): 0
+    noisy = np.column_stack([base, base + rng.normal(0, 0.3, users.size),
+                             base + rng.normal(0.001, 0.3, users.size)])
+    assert paired_choice(users, noisy, grid) == 0.0
+    # a single user's points are one draw: even a large mean gain is not sure of itself
+    one = np.zeros(6, np.int64)
+    assert paired_choice(one, np.column_stack([np.zeros(6), np.ones(6), np.ones(6)]),
+                         grid) == 0.0

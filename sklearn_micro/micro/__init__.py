@@ -13,10 +13,13 @@ PERSONAL_GRID = _held_out.PERSONAL_GRID
 POPULARITY_GRID = _held_out.POPULARITY_GRID
 #: The values that ``MiCRO(phi_decay="auto")`` chooses from at `fit`.
 PHI_DECAY_GRID = _held_out.PHI_DECAY_GRID
+#: The weights that ``MiCRO(live_weight="auto")`` chooses from at `fit`.
+LIVE_WEIGHT_GRID = _held_out.LIVE_WEIGHT_GRID
 #: The share of the mixture's held-out recall@100 that "learned" weights keep at least.
 RECALL_KEPT = _held_out.RECALL_KEPT
 
 __all__ = [
+    "LIVE_WEIGHT_GRID",
     "PERSONAL_GRID",
     "PHI_DECAY_GRID",
     "POPULARITY_GRID",

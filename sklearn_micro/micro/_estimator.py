@@ -118,13 +118,15 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         with ``phi_decay``, 0.5 drops only carried counts under half an engagement. The
         held-out choice of ``personal="learned"`` ranks as `recommend` does; the sampler
         and `item_interests` use every count.
-    live_weight : float >= 0, default=16.0
+    live_weight : float >= 0 or "auto", default="auto"
         Weight of the open chunk's observed engagements (`observe`) in the latest chunk's
         counts: answers rank from ``N[i, k, t] + live_weight * N_open[i, k]`` (popularity
         likewise), so the open chunk's share of the ranking grows with its size so far;
         each observed engagement also counts in its user's mixture and recent items. 0
-        answers from the closed chunks alone, as the paper's model does; logs whose items
-        live long (movies) are served better so (docs: "Live retrieval").
+        answers from the closed chunks alone, as the paper's model does. "auto" chooses
+        it at `fit` from ``sklearn_micro.micro.LIVE_WEIGHT_GRID`` by a held-out replay of
+        the last training chunk, leaving 0 only on a gain sure at 95% (docs: "Live
+        retrieval"). A number acts at once.
     max_sweeps : int, default=100
         Cap on Gibbs sweeps per chunk.
     tol : float, default=1e-3
@@ -168,6 +170,8 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         Number of interests K.
     phi_decay_ : float
         The ``phi_decay`` in use: the one given, or the one "auto" chose.
+    live_weight_ : float
+        The ``live_weight`` that `fit` took: the one given, or the one "auto" chose.
     personal_weight_ : float
         The weight ``lam`` of the personal component: the one given, or the one
         "learned" chose.
@@ -268,7 +272,7 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         "personal_decay": [Interval(Real, 0, 1, closed="right")],
         "phi_decay": [Interval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
         "phi_min_count": [Interval(Real, 0, None, closed="left")],
-        "live_weight": [Interval(Real, 0, None, closed="left")],
+        "live_weight": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "max_sweeps": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
@@ -279,7 +283,7 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
 
     def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", popularity="learned",
                  learned_by="recall", personal_window=8, personal_decay=0.5, phi_decay="auto",
-                 phi_min_count=0, live_weight=16.0, max_sweeps=100, tol=1e-3,
+                 phi_min_count=0, live_weight="auto", max_sweeps=100, tol=1e-3,
                  random_state=None, n_jobs=None, min_partition_work=MIN_PARTITION_WORK,
                  verbose=0):
         self.alpha = alpha
@@ -728,6 +732,7 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
             LatestChunk(**self.chunk_alone_).set_on(model)
         model.chunk_alone_ = None
         model.phi_decay_ = 0.0
+        model.live_weight_ = 0.0
         model.personal_weight_ = 0.0
         model.popularity_weight_ = 0.0
         # no recent items, as `fit` keeps them without the personal component

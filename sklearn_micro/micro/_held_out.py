@@ -31,8 +31,21 @@ from ._state import (
     user_mixtures,
 )
 
-__all__ = ["PERSONAL_GRID", "PHI_DECAY_GRID", "POPULARITY_GRID", "RECALL_KEPT", "TrainingLog",
-           "phi_decay_recalls", "select_blend_weights", "select_phi_decay", "top_m_mask"]
+__all__ = [
+    "LIVE_WEIGHT_FALLBACK",
+    "LIVE_WEIGHT_GRID",
+    "PERSONAL_GRID",
+    "PHI_DECAY_GRID",
+    "POPULARITY_GRID",
+    "RECALL_KEPT",
+    "TrainingLog",
+    "live_weight_points",
+    "paired_choice",
+    "phi_decay_recalls",
+    "select_blend_weights",
+    "select_phi_decay",
+    "top_m_mask",
+]
 
 #: The values that ``MiCRO(phi_decay="auto")`` chooses from at `fit`.
 PHI_DECAY_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9)
@@ -45,6 +58,18 @@ POPULARITY_GRID = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 
 #: The share of the mixture's held-out recall@100 that "learned" weights keep at least.
 RECALL_KEPT = 0.99
+
+#: The weights that ``MiCRO(live_weight="auto")`` chooses from at `fit`.
+LIVE_WEIGHT_GRID = (0.0, 1.0, 4.0, 16.0)
+
+#: ``MiCRO(live_weight="auto")``'s weight on a training log of one chunk (nothing to hold
+#: out).
+LIVE_WEIGHT_FALLBACK = 16.0
+
+# the held-out replay of the last training chunk: its engagements in this many batches,
+# each scoring at most this many of its users
+LIVE_BATCHES = 4
+LIVE_USERS = 300
 
 
 @dataclass(frozen=True, eq=False)
@@ -281,3 +306,81 @@ def top_m_mask(score: np.ndarray, m: int) -> np.ndarray:
     ties = np.flatnonzero(score == cut)[:m - int(mask.sum())]
     mask[ties] = True
     return mask & (score > 0)
+
+
+def live_weight_points(model, user, item, chunk: int, grid=LIVE_WEIGHT_GRID, *,
+                       metric: str = "recall", m: int = 100, n_batches: int = LIVE_BATCHES,
+                       max_users: int = LIVE_USERS, random_state=0):
+    """The prequential replay of one held-out chunk from ``model`` (a `MiCRO` fitted on
+    the chunks before it): ``metric``@``m`` of each (user, batch) point under each weight
+    of ``grid``, as ``(users, values)`` of shapes (n_points,) and (n_points, len(grid)).
+
+    The chunk's engagements ``(user, item)``, in a shuffle seeded by ``random_state``, are
+    cut into ``n_batches`` batches. From the second on, up to ``max_users`` of a batch's
+    users (a seeded sample) are ranked under each weight before the batch is observed,
+    against their own items of the batch; then the batch is observed. The first batch is
+    only observed (with nothing observed every weight answers alike), the last only
+    scored.
+    """
+    rng = np.random.default_rng(random_state)
+    order = rng.permutation(user.shape[0])
+    user, item = user[order], item[order]
+    n_codes = int(item.max()) + 1
+    point_users, values = [], []
+    for b, rows in enumerate(np.array_split(np.arange(user.shape[0]), n_batches)):
+        if b > 0 and rows.size:
+            users = np.unique(user[rows])
+            if users.size > max_users:
+                users = np.sort(rng.choice(users, max_users, replace=False))
+            pairs = np.unique(user[rows] * n_codes + item[rows])
+            scores = np.empty((users.size, len(grid)))
+            for j, weight in enumerate(grid):
+                model.set_params(live_weight=float(weight))
+                scores[:, j] = _batch_metric(model.recommend(users, m)[0], users, pairs,
+                                             n_codes, metric)
+            point_users.append(users)
+            values.append(scores)
+        if rows.size and b < n_batches - 1:  # the last batch is scored, nothing after it
+            model.observe(np.column_stack([user[rows], item[rows],
+                                           np.full(rows.size, chunk)]))
+    if not values:
+        return np.empty(0, np.int64), np.empty((0, len(grid)))
+    return np.concatenate(point_users), np.concatenate(values)
+
+
+def paired_choice(users, values, grid, *, z: float = 1.96) -> float:
+    """The weight of ``grid`` (its first entry the plainest, 0) that the replay's points
+    back: among the weights whose mean gain over the first is above 0 with its lower
+    95% bound (``z``) too, paired by user and with users as the unit (the linearized
+    standard error of `RollingReport.intervals`), the one of the largest mean (ties to
+    the smaller); the first weight when none is, or when fewer than two users give
+    points (one user's points are one draw)."""
+    _, user_of = np.unique(users, return_inverse=True)
+    if user_of.size == 0 or user_of.max() < 1:
+        return float(grid[0])
+    n_u = np.bincount(user_of).astype(float)
+    best, best_gain = 0, 0.0
+    for j in range(1, len(grid)):
+        gain = values[:, j] - values[:, 0]
+        sums = np.bincount(user_of, weights=gain, minlength=n_u.size)
+        mean = sums.sum() / n_u.sum()
+        n_users = n_u.size
+        spread = ((sums - mean * n_u) ** 2).sum() * n_users / (n_users - 1)
+        low = mean - z * np.sqrt(spread) / n_u.sum()
+        if low > 0 and mean > best_gain:
+            best, best_gain = j, mean
+    return float(grid[best])
+
+
+def _batch_metric(found, users, pairs, n_codes, metric: str) -> np.ndarray:
+    """Recall (or the reciprocal rank of the first hit) of each of ``users``' ranked
+    ``found`` items against their (user, item) ``pairs``, coded ``user * n_codes + item``."""
+    valid = found >= 0
+    codes = np.where(valid, users[:, None] * n_codes + np.where(valid, found, 0), -1)
+    hit = np.isin(codes, pairs) & valid
+    if metric == "mrr":
+        first = np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, np.inf)
+        return 1.0 / first
+    lo = np.searchsorted(pairs, users * n_codes)
+    hi = np.searchsorted(pairs, (users + 1) * n_codes)
+    return hit.sum(axis=1) / np.maximum(hi - lo, 1)

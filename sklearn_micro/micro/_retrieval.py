@@ -30,7 +30,14 @@ from ._state import (
     user_mixtures,
 )
 
-__all__ = ["MiCRORetrieval"]
+__all__ = ["MiCRORetrieval", "live_weight_in_use"]
+
+
+def live_weight_in_use(state: dict) -> float:
+    """The weight answers give the open chunk: ``live_weight`` where it is a number (set
+    before or after `fit`), the one `fit` chose (``live_weight_``) where it is "auto"."""
+    weight = state.get("live_weight", 0.0)
+    return float(state.get("live_weight_", 0.0)) if weight == "auto" else float(weight)
 
 
 def _numba_threads(n_jobs):
@@ -316,12 +323,12 @@ class MiCRORetrieval:
         """The open chunk's layer and ``live_weight``, or None without engagements
         observed or at ``live_weight=0``: answers then come from the closed chunks."""
         live = state.get("live_")
-        weight = float(state.get("live_weight", 0.0))
+        weight = live_weight_in_use(state)
         if live is None or not len(live) or weight == 0:
             return None
         return (id(live), weight)
 
     def _live_state(self, state):
         """The state with the open chunk blended in (`live_state`)."""
-        return live_state(state, state["live_"], float(state["live_weight"]),
+        return live_state(state, state["live_"], live_weight_in_use(state),
                           self.n_interests_)

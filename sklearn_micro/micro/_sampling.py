@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from sklearn.base import clone
 
 from .._log import (
     EngagementLog,
@@ -13,9 +14,13 @@ from .._log import (
 from .._parallel import resolve_n_jobs
 from ._gibbs import build_layout, run_chain
 from ._held_out import (
+    LIVE_WEIGHT_FALLBACK,
+    LIVE_WEIGHT_GRID,
     PERSONAL_GRID,
     POPULARITY_GRID,
     TrainingLog,
+    live_weight_points,
+    paired_choice,
     select_blend_weights,
     select_phi_decay,
 )
@@ -63,6 +68,38 @@ class MiCROSampling:
         else:
             self.personal_weight_ = float(self.personal)
             self.popularity_weight_ = float(self.popularity)
+        if self.live_weight == "auto":
+            start = time.perf_counter()
+            self.live_weight_ = self._held_out_live_weight(log)
+            self._print_fit_step(f"live weight {self.live_weight_} chosen", start)
+        else:
+            self.live_weight_ = float(self.live_weight)
+
+    def _held_out_live_weight(self, log: TrainingLog) -> float:
+        """``live_weight="auto"``: the weight of `LIVE_WEIGHT_GRID` that the held-out
+        replay backs (`paired_choice`): the last training chunk observed batch by batch
+        into a model fitted, with this one's settings, on the chunks before it, each
+        batch's users scored by ``learned_by``@100 before it is observed
+        (`live_weight_points`). A log of one chunk has nothing to hold out:
+        `LIVE_WEIGHT_FALLBACK`."""
+        chunks = np.unique(log.chunk)
+        if chunks.shape[0] < 2:
+            return LIVE_WEIGHT_FALLBACK
+        last = log.chunk == chunks[-1]
+        before = ~last
+        items = np.unique(log.item[before])
+        interest = np.full(log.n_items, -1, np.int64)
+        interest[log.item] = log.z
+        held_out = clone(self).set_params(
+            personal=self.personal_weight_, popularity=self.popularity_weight_,
+            phi_decay=self.phi_decay_, live_weight=0.0, random_state=0, verbose=0)
+        held_out.fit(np.column_stack([log.user[before], log.item[before],
+                                      log.chunk[before]]),
+                     item_interest=(items, interest[items]))
+        users, values = live_weight_points(held_out, log.user[last], log.item[last],
+                                           int(chunks[-1]), LIVE_WEIGHT_GRID,
+                                           metric=self.learned_by)
+        return paired_choice(users, values, LIVE_WEIGHT_GRID)
 
     def _print_fit_step(self, what, start):
         """With ``verbose``, one line: what `fit` has done and the seconds since ``start``."""
