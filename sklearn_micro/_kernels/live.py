@@ -117,6 +117,9 @@ def draw_live(batch, users, items, support, item_interest, live, prior, z, adopt
                                          n_interests)
     n_closed_items = item_interest.shape[0]
     weights = np.empty(u_k.shape[0], np.float64)
+    # the engagement's item's counts by interest, scattered for the support's reads and
+    # cleared after: the cost of an engagement is its user's support plus its item's row
+    item_count = np.zeros(n_interests, np.float64)
     n_distinct = n_items
     for e in range(user_row.shape[0]):
         r = user_row[e]
@@ -141,14 +144,16 @@ def draw_live(batch, users, items, support, item_interest, live, prior, z, adopt
             z[e] = -1
             continue
         denom_base = n_distinct * beta
+        for q in range(i_ptr[c], i_fill[c]):
+            item_count[i_k[q]] = i_n[q]
         total = 0.0
         for q in range(lo, hi):
             k = u_k[q]
-            p = _position(i_k, i_ptr[c], i_fill[c], k)
-            n_ik = i_n[p] if p >= 0 else 0.0
-            w = (alpha + u_n[q]) * (beta + n_ik) / (denom_base + interest_total[k])
+            w = (alpha + u_n[q]) * (beta + item_count[k]) / (denom_base + interest_total[k])
             total += w
             weights[q] = total
+        for q in range(i_ptr[c], i_fill[c]):
+            item_count[i_k[q]] = 0.0
         target = uniform[e] * total
         pick = hi - 1
         for q in range(lo, hi):
