@@ -46,10 +46,8 @@ def gibbs_step_draws(e_user, e_item, supports, carried, *, alpha, beta, n_draws,
     first = layout.support_ptr[layout.engagement_user[0]]
     draws = np.empty(n_draws, np.int64)
     for d, sweep_seed in enumerate(np.random.SeedSequence(seed).generate_state(n_draws)):
-        sampler.sweep_partition(
-            int(sweep_seed), layout.engagement_user, layout.entry_ptr, layout.entry_of,
-            layout.support_ptr, layout.support_interest, layout.support_prior,
-            counts.user_count, counts.entry_count, counts.interest_count, z, beta, i_beta)
+        sampler.sweep_partition(int(sweep_seed), layout.sweep_layout(),
+                                counts.sweep_counts(z), beta, i_beta)
         draws[d] = layout.support_interest[first + z[0]]
     return draws
 

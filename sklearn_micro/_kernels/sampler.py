@@ -13,6 +13,7 @@ in its user's support.
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -27,30 +28,60 @@ PREFETCH_AHEAD = 16
 MOVES_AHEAD = 128
 
 
+class SweepLayout(NamedTuple):
+    """A chunk's layout as the sweeps read it (IN): each engagement's user (a row of the
+    supports), ``entry_ptr`` and ``entry_of`` (its (item, interest) entries, one per
+    support interest), and the supports as a CSR (``support_ptr``, ``support_interest``,
+    ``support_prior``: alpha plus the carried counts)."""
+
+    engagement_user: np.ndarray
+    entry_ptr: np.ndarray
+    entry_of: np.ndarray
+    support_ptr: np.ndarray
+    support_interest: np.ndarray
+    support_prior: np.ndarray
+
+
+class SweepCounts(NamedTuple):
+    """A chain's state as the sweeps change it (IN and OUT, in place): ``N[u, k]`` aligned
+    with the supports, ``N[i, k, t]`` aligned with the entries, ``N[k, t]``, and each
+    engagement's interest ``z`` (a position in its user's support)."""
+
+    user_count: np.ndarray
+    entry_count: np.ndarray
+    interest_count: np.ndarray
+    z: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
-                    support_interest, support_prior, user_count, entry_count, interest_count,
-                    z, beta, i_beta):
+def sweep_partition(seed, layout, counts, beta, i_beta):
     """One Gibbs sweep over a partition's engagements; returns how many ``z`` changed.
 
-    ``p(z = k) ∝ (support_prior + N[u,k]) * (beta + N[i,k,t]) / (i_beta + N[k,t])`` with the
-    engagement's own assignment taken out of all three counts. The random stream is seeded
-    with ``seed`` in the calling thread, so the outcome depends on the arguments alone.
-    ``entry_ptr`` has one more element than ``engagement_user`` and starts at 0;
-    ``entry_of`` indexes ``entry_count``, which may be the partition's own copy. The kernel
-    releases the GIL, so partitions of disjoint users run on threads at once.
+    IN ``seed``, ``layout`` (`SweepLayout`), ``beta``, ``i_beta``; IN/OUT ``counts``
+    (`SweepCounts`). ``p(z = k) ∝ (support_prior + N[u,k]) * (beta + N[i,k,t]) / (i_beta +
+    N[k,t])`` with the engagement's own assignment taken out of all three counts. The
+    random stream is seeded with ``seed`` in the calling thread, so the outcome depends on
+    the arguments alone. ``entry_ptr`` has one more element than ``engagement_user`` and
+    starts at 0; ``entry_of`` indexes ``counts.entry_count``, which may be the partition's
+    own copy. The kernel releases the GIL, so partitions of disjoint users run on threads
+    at once.
     """
     np.random.seed(seed)
-    return _sweep_range(0, engagement_user.shape[0], engagement_user, entry_ptr, entry_of,
-                        support_ptr, support_interest, support_prior, user_count,
-                        entry_count, interest_count, z, beta, i_beta)
+    return _sweep_range(0, layout.engagement_user.shape[0], layout, counts, beta, i_beta)
 
 
 @njit(cache=True, inline="always")
-def _sweep_range(lo, hi, engagement_user, entry_ptr, entry_of, support_ptr, support_interest,
-                 support_prior, user_count, entry_count, interest_count, z, beta, i_beta):
+def _sweep_range(lo, hi, layout, counts, beta, i_beta):
     """`sweep_partition` over the engagements ``lo..hi-1``, on the calling thread's random
     stream as it stands."""
+    engagement_user, entry_ptr, entry_of = (layout.engagement_user, layout.entry_ptr,
+                                            layout.entry_of)
+    support_ptr, support_interest, support_prior = (layout.support_ptr,
+                                                    layout.support_interest,
+                                                    layout.support_prior)
+    # written through local names: inside a parallel loop numba drops a write through a
+    # tuple's field
+    user_count, entry_count, interest_count, z = counts
     max_s = 1
     for e in range(lo, hi):
         max_s = max(max_s, entry_ptr[e + 1] - entry_ptr[e])
@@ -95,22 +126,23 @@ def _sweep_range(lo, hi, engagement_user, entry_ptr, entry_of, support_ptr, supp
 
 
 @njit(cache=True, parallel=True)
-def sweep_copies(seeds, bounds, engagement_user, entry_ptr, entry_of, support_ptr,
-                 support_interest, support_prior, user_count, entry_count, copies,
-                 interest_count, z, before, beta, i_beta):
+def sweep_copies(seeds, bounds, layout, counts, copies, before, beta, i_beta):
     """One sweep of a chunk in partitions at once, each against its own copy of the
     (item, interest) counts, then the merge; in one parallel region.
 
-    Partition ``p`` is the engagements ``bounds[p]..bounds[p + 1]-1`` (of disjoint users)
-    and samples with the random stream of ``seeds[p]`` against its own ``N[i, k, t]``
-    (``entry_count`` for the first partition, ``copies[p - 1]``, a whole copy, for the
-    others) and its own copy of ``interest_count``: the draws are those of
+    IN ``seeds``, ``bounds``, ``layout`` (`SweepLayout`), ``beta``, ``i_beta``; IN/OUT
+    ``counts`` (`SweepCounts`) and ``copies``; ``before`` is scratch. Partition ``p`` is
+    the engagements ``bounds[p]..bounds[p + 1]-1`` (of disjoint users) and samples with
+    the random stream of ``seeds[p]`` against its own ``N[i, k, t]``
+    (``counts.entry_count`` for the first partition, ``copies[p - 1]``, a whole copy, for
+    the others) and its own copy of ``interest_count``: the draws are those of
     `sweep_partition` on the partition's arrays. Then each partition's counts take the
     moves of the other partitions' engagements (``before`` to ``z``), so that they all hold
-    the chain's counts again, and ``interest_count`` the partitions' changes. ``z``,
-    ``user_count``, ``entry_count``, ``copies`` and ``interest_count`` are updated in
-    place; ``before`` is scratch. Returns how many assignments changed.
+    the chain's counts again, and ``interest_count`` the partitions' changes. Returns how
+    many assignments changed.
     """
+    user_count, entry_count, interest_count, z = counts
+    entry_ptr, entry_of = layout.entry_ptr, layout.entry_of
     n_parts = seeds.shape[0]
     interests = np.empty((n_parts, interest_count.shape[0]), interest_count.dtype)
     changed = np.zeros(n_parts, np.int64)
@@ -119,15 +151,14 @@ def sweep_copies(seeds, bounds, engagement_user, entry_ptr, entry_of, support_pt
         before[lo:hi] = z[lo:hi]
         interests[p] = interest_count
         np.random.seed(seeds[p])
-        counts = entry_count if p == 0 else copies[p - 1]
-        changed[p] = _sweep_range(lo, hi, engagement_user, entry_ptr, entry_of, support_ptr,
-                                  support_interest, support_prior, user_count, counts,
-                                  interests[p], z, beta, i_beta)
+        own = entry_count if p == 0 else copies[p - 1]
+        changed[p] = _sweep_range(lo, hi, layout,
+                                  SweepCounts(user_count, own, interests[p], z), beta, i_beta)
     for p in prange(n_parts):
-        counts = entry_count if p == 0 else copies[p - 1]
+        own = entry_count if p == 0 else copies[p - 1]
         for q in range(n_parts):
             if q != p:
-                _add_moves_range(counts, entry_ptr, entry_of, before, z, bounds[q],
+                _add_moves_range(own, entry_ptr, entry_of, before, z, bounds[q],
                                  bounds[q + 1])
     start = interest_count.copy()
     for p in range(n_parts):

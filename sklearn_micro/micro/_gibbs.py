@@ -89,6 +89,12 @@ class ChunkLayout:
     def n_entries(self) -> int:
         return self.entry_item.shape[0]
 
+    def sweep_layout(self) -> sampler.SweepLayout:
+        """The arrays the sweep kernels read."""
+        return sampler.SweepLayout(self.engagement_user, self.entry_ptr, self.entry_of,
+                                   self.support_ptr, self.support_interest,
+                                   self.support_prior)
+
 
 @dataclass(eq=False)
 class ChainCounts:
@@ -98,6 +104,10 @@ class ChainCounts:
     user_count: np.ndarray
     entry_count: np.ndarray
     interest_count: np.ndarray
+
+    def sweep_counts(self, z: np.ndarray) -> sampler.SweepCounts:
+        """The counts and the assignments ``z`` as the sweep kernels take them."""
+        return sampler.SweepCounts(self.user_count, self.entry_count, self.interest_count, z)
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,9 +257,10 @@ def sample_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
         user_count = user_count.copy()
         entry_count = entry_count.copy()
     interests = interest_count.copy()
-    changed = sampler.sweep_partition(seed, engagement_user, entry_ptr, entry_of, support_ptr,
-                                      support_interest, support_prior, user_count, entry_count,
-                                      interests, z, beta, i_beta)
+    changed = sampler.sweep_partition(
+        seed, sampler.SweepLayout(engagement_user, entry_ptr, entry_of, support_ptr,
+                                  support_interest, support_prior),
+        sampler.SweepCounts(user_count, entry_count, interests, z), beta, i_beta)
     return z, user_count, interests - interest_count, changed
 
 
@@ -332,9 +343,7 @@ def _sweeps(layout: ChunkLayout, cuts: list[tuple[int, ...]], whole: bool,
     copies of the counts or the partitions' own (`partitions_of`)."""
     if len(cuts) == 1:
         yield lambda seeds: sampler.sweep_partition(
-            seeds[0], layout.engagement_user, layout.entry_ptr, layout.entry_of,
-            layout.support_ptr, layout.support_interest, layout.support_prior,
-            counts.user_count, counts.entry_count, counts.interest_count, z, beta, i_beta)
+            seeds[0], layout.sweep_layout(), counts.sweep_counts(z), beta, i_beta)
         return
     if whole:
         bounds = np.array([0] + [cut[3] for cut in cuts], np.int64)
@@ -344,10 +353,8 @@ def _sweeps(layout: ChunkLayout, cuts: list[tuple[int, ...]], whole: bool,
         copies[:] = counts.entry_count
         before = np.empty_like(z)
         yield lambda seeds: sampler.sweep_copies(
-            np.array(seeds, np.int64), bounds, layout.engagement_user, layout.entry_ptr,
-            layout.entry_of, layout.support_ptr, layout.support_interest,
-            layout.support_prior, counts.user_count, counts.entry_count, copies,
-            counts.interest_count, z, before, beta, i_beta)
+            np.array(seeds, np.int64), bounds, layout.sweep_layout(), counts.sweep_counts(z),
+            copies, before, beta, i_beta)
         return
     partitions = partitions_of(layout, cuts)
     with _partition_sweeps(layout, partitions, client) as sweep_partitions:
