@@ -7,9 +7,10 @@ and writes those it accepts to the event log in one transaction, synced before a
 is answered (a group commit). A job refused, or a commit that fails, leaves nothing in the
 log. Once committed, closes go to the updater's queue, and the engagements to the observer:
 one task that adds them to the served model (`ServedModel.observe`) in offset order, many
-requests in one call, on the kernels' thread. An engagement of a chunk the served model
-cannot observe yet (a close is being applied) waits for the close's model, which is given
-it before it is swapped in (`Ingest.swap_in`).
+requests in one call, on a thread of its own: the kernels' thread goes on answering from
+the state before until the observed one is published. An engagement of a chunk the served
+model cannot observe yet (a close is being applied) waits for the close's model, which is
+given it before it is swapped in (`Ingest.swap_in`).
 """
 
 from __future__ import annotations
@@ -165,6 +166,9 @@ class Ingest:
         self._observing = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._db = ThreadPoolExecutor(1, thread_name_prefix="micro-eventlog")
+        # observes run beside the answers: their kernels are not parallel, and each
+        # publishes a new state in one swap (with its answers' view made first)
+        self._observer = ThreadPoolExecutor(1, thread_name_prefix="micro-observer")
         self._opened_at = now
         self._show()
 
@@ -191,6 +195,7 @@ class Ingest:
         for _, future in self._jobs:
             future.cancel()
         self._db.shutdown(wait=True)
+        self._observer.shutdown(wait=True)
 
     # ---------------------------------------------------------------- writes
 
@@ -322,7 +327,7 @@ class Ingest:
             item = [i for b in take for i in b.item]
             start = time.perf_counter()
             try:
-                await loop.run_in_executor(self.service.executor, served.observe, user, item)
+                await loop.run_in_executor(self._observer, served.observe, user, item)
             except Exception as exc:  # noqa: BLE001  (durable: learned when the chunk closes)
                 log.error("observing %d engagements at offset %d failed: %s", len(user),
                           take[0].offset, exc)
