@@ -6,7 +6,7 @@ at 1/20 (``--preset fave --scale 0.05``, K = 250), each fitted once and cached i
 127.0.0.1 and runs its own clients in this process:
 
 1. **ingest**: for ``--seconds``, 16 `/recommend` connections (single users, ``m = 100``,
-   each sending its next request when the last is answered) beside 8 `/engagements`
+   each sending its next request when the last is answered) beside 32 `/engagements`
    connections posting 1, 100 or 10,000 engagements a request as fast as they are
    answered, or 100 a request paced at ``--rate`` engagements/s; a row without ingest is
    the peer of the others. Each row has a fresh server (an empty open chunk).
@@ -60,7 +60,7 @@ from serve import (  # noqa: E402
 )
 
 CLIENTS = 16
-INGEST_CONNECTIONS = 8
+INGEST_CONNECTIONS = 32
 FULL_SCALE_CHUNK = 1_500_000
 
 
@@ -498,7 +498,7 @@ def main(argv=None):
                              "errors (rec + ingest)"], rows) + "\n", flush=True)
                 print("Where the service's time went (its metrics over the row):\n")
                 print(table(["ingest", "commits/s", "requests a commit", "ms a commit",
-                             "observes/s", "ms an observe", "kernel thread in observe",
+                             "observes/s", "ms an observe", "observer thread busy",
                              "users a /recommend batch"], where) + "\n", flush=True)
             if "freshness" in args.phases:
                 rows = freshness_phase(model_path, state, log_file, model, pairs, args)

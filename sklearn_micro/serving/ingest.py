@@ -32,6 +32,11 @@ log = logging.getLogger("sklearn_micro.serving")
 
 # how long an answer waits for its engagements to be observed before it is sent anyway
 OBSERVE_WAIT = 1.0
+# after an observe of s seconds the next waits OBSERVE_REST * s (at most OBSERVE_REST_MAX):
+# the observer takes at most 1 / (1 + OBSERVE_REST) of a core, and what arrives meanwhile
+# is observed in one call (an observe's cost is mostly the open chunk's view, made anew)
+OBSERVE_REST = 3.0
+OBSERVE_REST_MAX = 0.25
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,7 @@ class Ingest:
         self._commit_wakeup = asyncio.Event()
         self._observe_wakeup = asyncio.Event()
         self._observing = asyncio.Lock()
+        self._observe_after = 0.0
         self._tasks: list[asyncio.Task] = []
         self._db = ThreadPoolExecutor(1, thread_name_prefix="micro-eventlog")
         # observes run beside the answers: their kernels are not parallel, and each
@@ -298,9 +304,12 @@ class Ingest:
     async def _observe_loop(self) -> None:
         while True:
             await self._observe_wakeup.wait()
+            rest = self._observe_after - time.perf_counter()
+            if rest > 0:
+                await asyncio.sleep(rest)
             self._observe_wakeup.clear()
             async with self._observing:
-                await self._observe_pending(self.service.served)
+                await self._observe_pending(self.service.served, once=True)
 
     async def swap_in(self, served) -> None:
         """Give ``served`` (a close's model) the acknowledged engagements of its open chunk,
@@ -310,8 +319,9 @@ class Ingest:
             self.service.swap(served)
         self._show()
 
-    async def _observe_pending(self, served) -> None:
-        """Observe into ``served`` what waits for its open chunk, until nothing does;
+    async def _observe_pending(self, served, *, once: bool = False) -> None:
+        """Observe into ``served`` what waits for its open chunk, until nothing does (with
+        ``once``, in one call, the observer woken again for what arrives meanwhile);
         engagements of a chunk closed since are left to the close."""
         loop = asyncio.get_running_loop()
         queue = self._unobserved
@@ -333,7 +343,10 @@ class Ingest:
                           take[0].offset, exc)
                 self.metrics.observe_failed.inc(len(user))
             else:
-                self.metrics.observe_seconds.observe(time.perf_counter() - start)
+                seconds = time.perf_counter() - start
+                self.metrics.observe_seconds.observe(seconds)
+                self._observe_after = time.perf_counter() + min(OBSERVE_REST * seconds,
+                                                                OBSERVE_REST_MAX)
                 now = time.monotonic()
                 for b in take:
                     self.metrics.freshness.observe(now - b.acknowledged)
@@ -341,6 +354,10 @@ class Ingest:
                 for b in take:
                     b.done()
             self.metrics.live.set(served.n_observed)
+            if once:
+                if queue:
+                    self._observe_wakeup.set()
+                return
 
     # ---------------------------------------------------------------- state
 
