@@ -6,7 +6,7 @@ at 1/20 (``--preset fave --scale 0.05``, K = 250), each fitted once and cached i
 127.0.0.1 and runs its own clients in this process:
 
 1. **ingest**: for ``--seconds``, 16 `/recommend` connections (single users, ``m = 100``,
-   each sending its next request when the last is answered) beside 32 `/engagements`
+   each sending its next request when the last is answered) beside 64 `/engagements`
    connections posting 1, 100 or 10,000 engagements a request as fast as they are
    answered, or 100 a request paced at ``--rate`` engagements/s; a row without ingest is
    the peer of the others. Each row has a fresh server (an empty open chunk).
@@ -17,9 +17,9 @@ at 1/20 (``--preset fave --scale 0.05``, K = 250), each fitted once and cached i
    interest, and 20 other users of that main interest are polled (``m = 100``) until it is
    in their answer. Both are timed from the 200 of the `/engagements` request to the end of
    the first answer that shows it; ``--cap`` seconds at most.
-3. **close**: engagements of the test chunks (one test chunk, then five together) posted
-   in requests of 10,000, then ``POST /chunks/close`` timed until `/health` serves the
-   closed chunk.
+3. **close**: engagements of the test chunks (1,000 first, for the update process's first
+   close; then one test chunk; then five together) posted in requests of 10,000, then
+   ``POST /chunks/close`` timed until `/health` serves the closed chunk.
 4. **restart**: 0, 100,000 and 1,000,000 engagements (of the open chunk) posted, the
    server killed with SIGKILL and started again on its state folder, timed from the start
    of the process to the first `/health` answer (which the service gives only once the log
@@ -60,7 +60,7 @@ from serve import (  # noqa: E402
 )
 
 CLIENTS = 16
-INGEST_CONNECTIONS = 32
+INGEST_CONNECTIONS = 64
 FULL_SCALE_CHUNK = 1_500_000
 
 
@@ -113,6 +113,29 @@ class Server:
     def __exit__(self, *exc):
         self.kill(signal.SIGKILL if exc[0] is not None else signal.SIGTERM)
         return False
+
+
+def settle(pid: int, timeout: float = 60.0) -> None:
+    """Wait until the children of ``pid`` (the update process, which loads the model after
+    the service starts) have used no cpu for half a second (Linux's /proc)."""
+    def cpu():
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                total += int(fields[11]) + int(fields[12])
+        return total
+
+    end, last = time.monotonic() + timeout, -1
+    while time.monotonic() < end:
+        now = cpu()
+        if now == last:
+            return
+        last = now
+        time.sleep(0.5)
 
 
 def engagement_bodies(pairs, size, count) -> list[bytes]:
@@ -284,9 +307,10 @@ async def freshness_trials(port, model, args, seed) -> dict:
     main, top = main_interests(model)
     next_item = int(np.max(model.item_ids_.ids)) + 1 + 1_000_000 * seed
     reader, writer = await asyncio.open_connection(HOST, port)
-    own, others, acks, missed = [], [], [], 0
+    own, others, acks, missed, sizes = [], [], [], 0, []
     try:
         for t in range(args.trials):
+            sizes.append(get(port, "/health")["engagements"])
             # (a) the user's top item, engaged: gone from its exclude_seen answer
             u = int(rng.choice(users))
             _, answer = await post_json(reader, writer, b"/recommend",
@@ -328,7 +352,7 @@ async def freshness_trials(port, model, args, seed) -> dict:
             missed += len(waiting)
     finally:
         writer.close()
-    return dict(own=own, others=others, acks=acks, missed=missed,
+    return dict(own=own, others=others, acks=acks, missed=missed, sizes=sizes,
                 own_missed=args.trials - len(own), watched=len(others) + missed)
 
 
@@ -368,15 +392,16 @@ def freshness_phase(model_path, state, log_file, model, pairs, args) -> list:
         rows.append([name, args.trials, ms(pct(r["acks"], 50)), ms(pct(r["acks"], 99)),
                      ms(pct(r["own"], 50)), ms(pct(r["own"], 99)), r["own_missed"],
                      ms(pct(r["others"], 50)), ms(pct(r["others"], 99)),
-                     f"{len(r['others'])} of {r['watched']}"])
+                     f"{len(r['others'])} of {r['watched']}",
+                     f"{min(r['sizes']):,} to {max(r['sizes']):,}"])
         log(f"freshness {name}: {rows[-1]}")
     return rows
 
 
 def close_phase(model_path, state, log_file, chunks, counts, args) -> list:
-    """Rows: ingest ``counts`` engagements of the test chunks into the open chunk, close,
-    time the close."""
-    rows = []
+    """Rows and seconds: ``counts`` engagements of the test chunks posted into the open
+    chunk, then closed, one after another on one server."""
+    rows, times = [], []
     with Server(model_path, state, log_file) as server:
         port = server.port
         for name, n in counts:
@@ -401,34 +426,44 @@ def close_phase(model_path, state, log_file, chunks, counts, args) -> list:
             else:
                 raise SystemExit(f"the close took over {args.close_timeout} s")
             seconds = time.perf_counter() - start
+            times.append(seconds)
+            first = not rows  # the update process's first close: not per engagement
             rows.append([name, f"{n:,}", fmt(n / ingest), fmt(seconds),
-                         fmt(seconds / n * 1e6), fmt(seconds / n * FULL_SCALE_CHUNK)])
+                         "-" if first else fmt(seconds / n * 1e6),
+                         "-" if first else fmt(seconds / n * FULL_SCALE_CHUNK)])
             log(f"close {name}: {rows[-1]}")
-    return rows
+    return rows, times
 
 
 def restart_phase(model_path, state, log_file, pairs, counts, args) -> list:
+    """Rows: a server filled with ``n`` engagements, killed with SIGKILL and started
+    again, twice (once with ``--quick``); the restarts' seconds and the replay's observe
+    seconds."""
     rows = []
     for n in counts:
         server = Server(model_path, state, log_file)
+        restarts, observe = [], []
         try:
             if n:
                 asyncio.run(fill(server.port, pairs, n))
                 health = wait_observed(server.port, n)
             else:
                 health = get(server.port, "/health")
-            server.kill(signal.SIGKILL)
-            again = Server(model_path, state, log_file, fresh=False)
-            try:
-                after = get(again.port, "/health")
-            finally:
-                again.kill()
+            for _ in range(1 if args.quick else 2):
+                # a service killed as it starts leaves its update process loading
+                settle(server.proc.pid)
+                server.kill(signal.SIGKILL)
+                server = Server(model_path, state, log_file, fresh=False)
+                after = get(server.port, "/health")
+                if not (after["offset"] == health["offset"] and after["engagements"] == n
+                        and after["observed"] == n):
+                    raise SystemExit(f"the restart replayed {after}, not {health}")
+                restarts.append(server.start_seconds)
+                observe.append(metrics(server.port).get("micro_observe_seconds_sum", 0.0))
         finally:
             server.kill(signal.SIGKILL)
-        ok = (after["offset"] == health["offset"] and after["engagements"] == n
-              and after["observed"] == n)
-        rows.append([f"{n:,}", fmt(server.start_seconds), fmt(again.start_seconds),
-                     f"{after['observed']:,}" + ("" if ok else " (MISMATCH)")])
+        rows.append([f"{n:,}", ", ".join(fmt(s) for s in restarts),
+                     ", ".join(fmt(s) for s in observe), f"{n:,}"])
         log(f"restart {n:,}: {rows[-1]}")
     return rows
 
@@ -446,25 +481,25 @@ def main(argv=None):
                         choices=["ingest", "freshness", "close", "restart"],
                         default=["ingest", "freshness", "close", "restart"])
     parser.add_argument("--seconds", type=float, default=None,
-                        help="seconds per ingest row (default 10; --quick 3)")
+                        help="seconds per ingest row (default 10; --quick 2)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 100, 10_000],
                         help="engagements a request of the unpaced ingest rows")
     parser.add_argument("--rate", type=float, default=20_000.0,
                         help="engagements/s of the paced rows (0: none)")
     parser.add_argument("--trials", type=int, default=None,
-                        help="freshness trials per row (default 30; --quick 6)")
+                        help="freshness trials per row (default 30; --quick 5)")
     parser.add_argument("--burst", type=int, default=10,
                         help="users engaging each new item in a freshness trial")
-    parser.add_argument("--cap", type=float, default=3.0,
+    parser.add_argument("--cap", type=float, default=1.0,
                         help="seconds a freshness trial waits at most")
     parser.add_argument("--close-timeout", type=float, default=900.0)
     parser.add_argument("--work", default="/tmp/micro-live-bench",
                         help="folder of the cached models and the servers' state and logs")
     args = parser.parse_args(argv)
     if args.seconds is None:
-        args.seconds = 3.0 if args.quick else 10.0
+        args.seconds = 2.0 if args.quick else 10.0
     if args.trials is None:
-        args.trials = 6 if args.quick else 30
+        args.trials = 5 if args.quick else 30
     models = args.models or (["default"] if args.quick else ["default", "fave"])
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -508,24 +543,32 @@ def main(argv=None):
                       f"at most {args.cap:g} s):\n")
                 print(table(["running beside", "trials", "post to 200 p50 ms", "p99 ms",
                              "(a) p50 ms", "(a) p99 ms", "(a) not seen",
-                             "(b) p50 ms", "(b) p99 ms", "(b) users reached"], rows) + "\n",
+                             "(b) p50 ms", "(b) p99 ms", "(b) users reached",
+                             "open chunk at the trials"], rows) + "\n",
                       flush=True)
             if "close" in args.phases:
                 n1 = len(chunks[0])
-                counts = [("one test chunk", n1), ("five test chunks", 5 * n1)]
-                rows = close_phase(model_path, state, log_file, chunks, counts, args)
+                counts = [("the first after the start", 1000), ("one test chunk", n1),
+                          ("five test chunks", 5 * n1)]
+                rows, seconds = close_phase(model_path, state, log_file, chunks, counts,
+                                            args)
                 print("A close (`POST /chunks/close` until `/health` serves the chunk), "
                       "after posting the chunk in requests of 10,000:\n")
                 print(table(["chunk", "engagements", "ingest engagements/s", "close s",
                              "us an engagement", f"implied s at {FULL_SCALE_CHUNK:,}"],
                             rows) + "\n", flush=True)
+                slope = (seconds[2] - seconds[1]) / (4 * n1)
+                print(f"From one test chunk to five, {slope * 1e6:.2f} us a further "
+                      f"engagement: {fmt(seconds[1] + slope * (FULL_SCALE_CHUNK - n1))} s at "
+                      f"{FULL_SCALE_CHUNK:,} on this model.\n", flush=True)
             if "restart" in args.phases:
-                counts = [0, 20_000, 100_000] if args.quick else [0, 100_000, 1_000_000]
+                counts = [0, 100_000] if args.quick else [0, 100_000, 1_000_000]
                 rows = restart_phase(model_path, state, log_file, pairs, counts, args)
-                print("A restart after `kill -9`, the open chunk's engagements replayed "
-                      "(posted in requests of 10,000):\n")
-                print(table(["engagements to replay", "first start s", "restart s",
-                             "observed after"], rows) + "\n", flush=True)
+                print("A restart after `kill -9`, to the first `/health` answer, the open "
+                      "chunk's engagements (posted in requests of 10,000) replayed:\n")
+                print(table(["engagements to replay", "restart s",
+                             "of which observing them, s", "observed after"], rows) + "\n",
+                      flush=True)
 
 
 if __name__ == "__main__":
