@@ -9,7 +9,8 @@ at 1/20 (``--preset fave --scale 0.05``, K = 250), each fitted once and cached i
    each sending its next request when the last is answered) beside 64 `/engagements`
    connections posting 1, 100 or 10,000 engagements a request as fast as they are
    answered, or 100 a request paced at ``--rate`` engagements/s; a row without ingest is
-   the peer of the others. Each row has a fresh server (an empty open chunk).
+   the peer of the others. Each row has a fresh server (an empty open chunk); the rows
+   are run ``--rounds`` times in turn, each row's ratio taken to its round's peer.
 2. **freshness**: trials, one after another, with the 16 `/recommend` connections running
    (and, in a second row, the paced ingest): (a) a user's top item is posted as engaged, and
    the user's ``exclude_seen`` answer is polled until that item is gone from it; (b) a
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -247,7 +249,9 @@ def ingest_phase(model_path, state, log_file, users, pairs, args) -> tuple[list,
     if args.rate:
         kinds.append((f"100 a request, paced at {args.rate:,.0f}/s", 100, args.rate))
     results = []
-    for name, size, rate in kinds:
+    for round_, (name, size, rate) in [(r, kind) for r in range(args.rounds)
+                                       for kind in kinds]:
+        load = os.getloadavg()[0]
         with Server(model_path, state, log_file) as server:
             port = server.port
             bodies = engagement_bodies(pairs, size, max(8, min(4000, 400_000 // size))) \
@@ -256,18 +260,20 @@ def ingest_phase(model_path, state, log_file, users, pairs, args) -> tuple[list,
             rec, span, errors, m = asyncio.run(ingest_row(port, rec_bodies, bodies, size,
                                                           rate, args))
         lat = [s for s, _ in span]
-        row = dict(name=name, rate=sum(n for _, n in span) / args.seconds,
+        row = dict(name=name, round=round_ + 1, load=load,
+                   rate=sum(n for _, n in span) / args.seconds,
                    ingest_p50=pct(lat, 50), ingest_p99=pct(lat, 99), errors=len(errors),
                    rec=rec, m=m)
         results.append(row)
         log(f"ingest {name}: {row['rate']:,.0f}/s, recommend {rec['per_second']:,.0f}/s p50 "
             f"{rec['p50']:.1f} p99 {rec['p99']:.1f} ms, errors {rec['errors']} + "
             f"{len(errors)}")
-    base = results[0]["rec"]["p99"]
-    rows = [[r["name"], "-" if r["name"] == "none" else f"{r['rate']:,.0f}",
+    base = {r["round"]: r["rec"]["p99"] for r in results if r["name"] == "none"}
+    rows = [[r["round"], r["name"], "-" if r["name"] == "none" else f"{r['rate']:,.0f}",
              ms(r["ingest_p50"]), ms(r["ingest_p99"]), f"{r['rec']['per_second']:,.0f}",
              f"{r['rec']['p50']:.1f}", f"{r['rec']['p99']:.1f}",
-             f"{r['rec']['p99'] / base:.2f}", f"{r['rec']['errors']} + {r['errors']}"]
+             f"{r['rec']['p99'] / base[r['round']]:.2f}",
+             f"{r['rec']['errors']} + {r['errors']}", f"{r['load']:.1f}"]
             for r in results]
     where = []
     for r in results:
@@ -276,7 +282,7 @@ def ingest_phase(model_path, state, log_file, users, pairs, args) -> tuple[list,
         observes = m.get("micro_observe_seconds_count", 0)
         batches = m.get("micro_batch_rows_count", 0)
         where.append([
-            r["name"], f"{commits / args.seconds:,.0f}",
+            r["round"], r["name"], f"{commits / args.seconds:,.0f}",
             fmt(m.get("micro_event_log_commit_requests_sum", 0) / commits) if commits else "-",
             ms(m.get("micro_event_log_sync_seconds_sum", 0) / commits) if commits else "-",
             f"{observes / args.seconds:,.0f}",
@@ -486,6 +492,8 @@ def main(argv=None):
                         help="engagements a request of the unpaced ingest rows")
     parser.add_argument("--rate", type=float, default=20_000.0,
                         help="engagements/s of the paced rows (0: none)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="times the ingest rows are run, in turn (default 2; --quick 1)")
     parser.add_argument("--trials", type=int, default=None,
                         help="freshness trials per row (default 30; --quick 5)")
     parser.add_argument("--burst", type=int, default=10,
@@ -498,6 +506,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.seconds is None:
         args.seconds = 2.0 if args.quick else 10.0
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 2
     if args.trials is None:
         args.trials = 5 if args.quick else 30
     models = args.models or (["default"] if args.quick else ["default", "fave"])
@@ -528,11 +538,12 @@ def main(argv=None):
                 print(f"Ingest beside {CLIENTS} `/recommend` connections (1 user, m = 100), "
                       f"{INGEST_CONNECTIONS} `/engagements` connections, {args.seconds:g} s "
                       f"a row:\n")
-                print(table(["ingest", "engagements/s", "ingest p50 ms", "ingest p99 ms",
-                             "/recommend req/s", "p50 ms", "p99 ms", "p99 / no ingest",
-                             "errors (rec + ingest)"], rows) + "\n", flush=True)
+                print(table(["round", "ingest", "engagements/s", "ingest p50 ms",
+                             "ingest p99 ms", "/recommend req/s", "p50 ms", "p99 ms",
+                             "p99 / no ingest", "errors (rec + ingest)", "load average"],
+                            rows) + "\n", flush=True)
                 print("Where the service's time went (its metrics over the row):\n")
-                print(table(["ingest", "commits/s", "requests a commit", "ms a commit",
+                print(table(["round", "ingest", "commits/s", "requests a commit", "ms a commit",
                              "observes/s", "ms an observe", "observer thread busy",
                              "users a /recommend batch"], where) + "\n", flush=True)
             if "freshness" in args.phases:
