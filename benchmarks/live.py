@@ -18,6 +18,8 @@ at 1/20 (``--preset fave --scale 0.05``, K = 250), each fitted once and cached i
    interest, and 20 other users of that main interest are polled (``m = 100``) until it is
    in their answer. Both are timed from the 200 of the `/engagements` request to the end of
    the first answer that shows it; ``--cap`` seconds at most.
+   **reach**, in this process: the share of such users with the new item in their top 100
+   as the open chunk fills (what the ranking gives, whatever the latency).
 3. **close**: engagements of the test chunks (1,000 first, for the update process's first
    close; then one test chunk; then five together) posted in requests of 10,000, then
    ``POST /chunks/close`` timed until `/health` serves the closed chunk.
@@ -404,6 +406,39 @@ def freshness_phase(model_path, state, log_file, model, pairs, args) -> list:
     return rows
 
 
+def reach_by_open_chunk(model, pairs, args, sizes=(0, 10_000, 30_000, 100_000, 300_000),
+                        trials=5) -> list:
+    """In this process, no service: the share of 20 users of one main interest with a new
+    item (engaged by ``--burst`` others of it) in their top 100, as the open chunk holds
+    ``sizes`` engagements of the test chunks; ``model`` is left as it was."""
+    import copy
+
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    users = np.asarray(model.user_ids_.ids)
+    main, top = main_interests(model)
+    chunk = model.latest_chunk_ + 1
+    live, done, new = copy.copy(model), 0, int(np.max(model.item_ids_.ids)) + 10_000_000
+    rows = []
+    for size in sizes:
+        if size > done:
+            take = np.arange(done, size) % pairs.shape[0]
+            live.observe(pd.DataFrame({"user": pairs[take, 0], "item": pairs[take, 1],
+                                       "chunk": chunk}))
+            done = size
+        reached = 0
+        for t in range(trials):
+            pick = rng.choice(users[main == top[t]], args.burst + 20, replace=False)
+            new += 1
+            twin = copy.copy(live).observe(pd.DataFrame(
+                {"user": pick[:args.burst], "item": new, "chunk": chunk}))
+            items, _ = twin.recommend(pick[args.burst:], 100)
+            reached += int((items == new).any(axis=1).sum())
+        rows.append([f"{size:,}", f"{reached / (20 * trials):.0%}"])
+    return rows
+
+
 def close_phase(model_path, state, log_file, chunks, counts, args) -> list:
     """Rows and seconds: ``counts`` engagements of the test chunks posted into the open
     chunk, then closed, one after another on one server."""
@@ -484,8 +519,8 @@ def main(argv=None):
     parser.add_argument("--models", nargs="+", choices=["default", "fave"],
                         default=None, help="default: both (--quick: default)")
     parser.add_argument("--phases", nargs="+",
-                        choices=["ingest", "freshness", "close", "restart"],
-                        default=["ingest", "freshness", "close", "restart"])
+                        choices=["ingest", "freshness", "reach", "close", "restart"],
+                        default=["ingest", "freshness", "reach", "close", "restart"])
     parser.add_argument("--seconds", type=float, default=None,
                         help="seconds per ingest row (default 10; --quick 2)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 100, 10_000],
@@ -557,6 +592,12 @@ def main(argv=None):
                              "(b) p50 ms", "(b) p99 ms", "(b) users reached",
                              "open chunk at the trials"], rows) + "\n",
                       flush=True)
+            if "reach" in args.phases:
+                print(f"In this process (no service), users of one main interest with a new "
+                      f"item engaged by {args.burst} others of it in their top 100, by the "
+                      f"open chunk's engagements so far (5 interests, 20 users each):\n")
+                print(table(["open chunk", "users reached"],
+                            reach_by_open_chunk(model, pairs, args)) + "\n", flush=True)
             if "close" in args.phases:
                 n1 = len(chunks[0])
                 counts = [("the first after the start", 1000), ("one test chunk", n1),
