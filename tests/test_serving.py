@@ -781,7 +781,7 @@ def test_served_observe_publishes_its_answers_made_and_warm_leaves_the_model(mic
     user, item = X_NEXT.user[:5].tolist(), X_NEXT.item[:5].tolist()
     alone = copy.deepcopy(micro).observe(served._engagements(user, item))
     served.observe(user, item)
-    # the answers' view is in the state as it is published: no answer builds it
+    # the view of the open chunk is in the state as it is published
     assert _LIVE_CACHE in model.__dict__ and model.n_observed_ == 5
     for got, expected in zip(model.recommend(USERS, 10), alone.recommend(USERS, 10),
                              strict=True):

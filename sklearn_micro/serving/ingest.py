@@ -173,7 +173,7 @@ class Ingest:
         self._tasks: list[asyncio.Task] = []
         self._db = ThreadPoolExecutor(1, thread_name_prefix="micro-eventlog")
         # observes run beside the answers: their kernels are not parallel, and each
-        # publishes a new state in one swap (with its answers' view made first)
+        # publishes a new state in one swap (its view of the open chunk made first)
         self._observer = ThreadPoolExecutor(1, thread_name_prefix="micro-observer")
         self._opened_at = now
         self._show()

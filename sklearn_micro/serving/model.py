@@ -98,10 +98,9 @@ class ServedModel:
         """Add engagements of the open chunk (``chunk + 1``) to the model at once (the
         recommender's ``observe``; its ValueError when it refuses them).
 
-        The recommender's answers with them (its view of the open chunk, which its first
-        answer would build otherwise) are made here, before they are published: readers
-        on other threads answer from the state before until then, and the first answer
-        after it does not pay for the view."""
+        The recommender's view of the open chunk (the state its answers rank from, which
+        its first answer would make otherwise) is made here, before it is published:
+        readers on other threads answer from the state before until then."""
         rec = self.recommender
         before = rec.__dict__
         twin = _observed(rec, self._engagements(user, item))
