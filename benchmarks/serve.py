@@ -45,22 +45,44 @@ from sklearn_micro.persistence import dump, load  # noqa: E402
 HOST = "127.0.0.1"
 
 
-def fit_model(args, path: Path):
-    """The served model and the test chunks: fitted as `reproduce` fits MiCRO, cached."""
+def read_log(args):
+    """The log a run serves: ``--data``, else ``args.preset`` at ``args.scale`` (when the
+    caller has them), else the generated log of `reproduce`; returns it and its number of
+    training chunks (None: `split_chunks`' default)."""
     from sklearn_micro import datasets
 
+    preset = getattr(args, "preset", None)
+    if preset is not None:
+        from sklearn_micro._log import EngagementLog
+
+        chunks = list(datasets.iter_preset(preset, args.scale))
+        log = EngagementLog(*(np.concatenate([getattr(c, name) for c in chunks])
+                              for name in ("user", "item", "chunk")))
+        return compact_log(log), datasets.preset_parameters(preset, args.scale).train_chunks
     if args.data is None:
-        log = compact_log(datasets.make_engagements(**DEFAULT_LOG))
-    else:
-        log = compact_log(datasets.read_twitter_fave(args.data))
-    train, test = split_chunks(log, args.train_chunks)
+        return compact_log(datasets.make_engagements(**DEFAULT_LOG)), args.train_chunks
+    return compact_log(datasets.read_twitter_fave(args.data)), args.train_chunks
+
+
+def fit_model(args, path: Path):
+    """The served model and the test chunks: fitted as `reproduce` fits MiCRO (with a
+    preset's ``negative_weight`` and ``beta``), cached at ``path``."""
+    log, train_chunks = read_log(args)
+    train, test = split_chunks(log, train_chunks)
     chunks = [test.take(np.flatnonzero(test.chunk == c)) for c in np.unique(test.chunk)]
     if path.exists():
         return load(path), chunks
+    embedding, micro = {}, {}
+    if getattr(args, "preset", None) is not None:
+        from sklearn_micro.datasets import preset_parameters
+
+        p = preset_parameters(args.preset, args.scale)
+        embedding, micro = {"negative_weight": p.negative_weight}, {"beta": p.beta}
     start = time.perf_counter()
-    embedded = GraphEmbedder(args.dim, random_state=0, n_jobs=-1).fit_transform(train)
+    embedded = GraphEmbedder(args.dim, random_state=0, n_jobs=-1,
+                             **embedding).fit_transform(train)
     clustered = SphericalKMeans(args.k, random_state=0, n_jobs=-1).fit_transform(embedded)
-    model = MiCRO(random_state=0).fit(clustered)
+    model = MiCRO(random_state=0, **micro).fit(clustered)
     print(f"fitted in {time.perf_counter() - start:.0f} s: {len(train):,} engagements, "
           f"K = {args.k}", flush=True)
     dump(model, path)
@@ -86,8 +108,12 @@ def post(port, path, body):
         return answer.status
 
 
-def start_server(model_path: Path, state: Path, port: int, update_in: str, log_file):
-    shutil.rmtree(state, ignore_errors=True)
+def start_server(model_path: Path, state: Path, port: int, update_in: str, log_file, *,
+                 fresh: bool = True):
+    """``sklearn-micro serve`` on 127.0.0.1 once it answers ``/health``; ``fresh`` empties
+    its state folder first."""
+    if fresh:
+        shutil.rmtree(state, ignore_errors=True)
     if update_in == "process":
         command = [sys.executable, "-m", "sklearn_micro.cli", "serve", str(model_path),
                    "--port", str(port), "--state-dir", str(state), "--log-level", "info"]
@@ -111,7 +137,24 @@ def start_server(model_path: Path, state: Path, port: int, update_in: str, log_f
     raise SystemExit("the server did not start within 600 s")
 
 
-async def connection(port, bodies, stop, latencies, errors):
+async def exchange(reader, writer, path: bytes, body: bytes) -> tuple[int, bytes]:
+    """One HTTP/1.1 POST on a kept-alive connection: its status and its answer's body."""
+    writer.write(b"POST " + path + b" HTTP/1.1\r\nHost: bench\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: "
+                 + str(len(body)).encode() + b"\r\n\r\n" + body)
+    status = int((await reader.readline()).split()[1])
+    length = 0
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return status, await reader.readexactly(length)
+
+
+async def connection(port, bodies, stop, latencies, errors, path=b"/recommend"):
     reader, writer = await asyncio.open_connection(HOST, port)
     j = 0
     try:
@@ -119,19 +162,7 @@ async def connection(port, bodies, stop, latencies, errors):
             body = bodies[j % len(bodies)]
             j += 1
             start = time.perf_counter()
-            writer.write(b"POST /recommend HTTP/1.1\r\nHost: bench\r\n"
-                         b"Content-Type: application/json\r\nContent-Length: "
-                         + str(len(body)).encode() + b"\r\n\r\n" + body)
-            status = int((await reader.readline()).split()[1])
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            await reader.readexactly(length)
+            status, _ = await exchange(reader, writer, path, body)
             latencies.append((start, time.perf_counter() - start))
             if status != 200:
                 errors.append(status)

@@ -767,3 +767,22 @@ def test_chunk_seconds_closes_the_open_chunk(model_file, micro):
     with TestClient(create_app(model_file, update_in_process=True, chunk_seconds=0.3)) as c:
         assert c.post("/engagements", json=_body(CHUNKS[0])).status_code == 200
         assert _wait_live(c, 4)["open_chunk"] == 5
+
+
+def test_served_observe_publishes_its_answers_made_and_warm_leaves_the_model(micro):
+    from sklearn_micro.base import _LIVE_CACHE
+    from sklearn_micro.serving.model import ServedModel
+
+    model = copy.deepcopy(micro)
+    served = ServedModel.of(model, "micro.skops")
+    state = model.__dict__
+    served.warm()  # observes on a twin, to run the open chunk's kernels
+    assert model.__dict__ is state and model.n_observed_ == 0
+    user, item = X_NEXT.user[:5].tolist(), X_NEXT.item[:5].tolist()
+    alone = copy.deepcopy(micro).observe(served._engagements(user, item))
+    served.observe(user, item)
+    # the view of the open chunk is in the state as it is published
+    assert _LIVE_CACHE in model.__dict__ and model.n_observed_ == 5
+    for got, expected in zip(model.recommend(USERS, 10), alone.recommend(USERS, 10),
+                             strict=True):
+        assert_array_equal(got, expected)

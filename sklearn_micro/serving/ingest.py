@@ -7,9 +7,10 @@ and writes those it accepts to the event log in one transaction, synced before a
 is answered (a group commit). A job refused, or a commit that fails, leaves nothing in the
 log. Once committed, closes go to the updater's queue, and the engagements to the observer:
 one task that adds them to the served model (`ServedModel.observe`) in offset order, many
-requests in one call, on the kernels' thread. An engagement of a chunk the served model
-cannot observe yet (a close is being applied) waits for the close's model, which is given
-it before it is swapped in (`Ingest.swap_in`).
+requests in one call, on a thread of its own: the kernels' thread goes on answering from
+the state before until the observed one is published. An engagement of a chunk the served
+model cannot observe yet (a close is being applied) waits for the close's model, which is
+given it before it is swapped in (`Ingest.swap_in`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ log = logging.getLogger("sklearn_micro.serving")
 
 # how long an answer waits for its engagements to be observed before it is sent anyway
 OBSERVE_WAIT = 1.0
+# after an observe of s seconds the next waits OBSERVE_REST * s (at most OBSERVE_REST_MAX):
+# the observer takes at most 1 / (1 + OBSERVE_REST) of a core, and what arrives meanwhile
+# is observed in one call (an observe's cost is mostly the open chunk's view, made anew)
+OBSERVE_REST = 3.0
+OBSERVE_REST_MAX = 0.25
 
 
 @dataclass(frozen=True)
@@ -163,8 +169,12 @@ class Ingest:
         self._commit_wakeup = asyncio.Event()
         self._observe_wakeup = asyncio.Event()
         self._observing = asyncio.Lock()
+        self._observe_after = 0.0
         self._tasks: list[asyncio.Task] = []
         self._db = ThreadPoolExecutor(1, thread_name_prefix="micro-eventlog")
+        # observes run beside the answers: their kernels are not parallel, and each
+        # publishes a new state in one swap (its view of the open chunk made first)
+        self._observer = ThreadPoolExecutor(1, thread_name_prefix="micro-observer")
         self._opened_at = now
         self._show()
 
@@ -191,6 +201,7 @@ class Ingest:
         for _, future in self._jobs:
             future.cancel()
         self._db.shutdown(wait=True)
+        self._observer.shutdown(wait=True)
 
     # ---------------------------------------------------------------- writes
 
@@ -293,9 +304,12 @@ class Ingest:
     async def _observe_loop(self) -> None:
         while True:
             await self._observe_wakeup.wait()
+            rest = self._observe_after - time.perf_counter()
+            if rest > 0:
+                await asyncio.sleep(rest)
             self._observe_wakeup.clear()
             async with self._observing:
-                await self._observe_pending(self.service.served)
+                await self._observe_pending(self.service.served, once=True)
 
     async def swap_in(self, served) -> None:
         """Give ``served`` (a close's model) the acknowledged engagements of its open chunk,
@@ -305,8 +319,9 @@ class Ingest:
             self.service.swap(served)
         self._show()
 
-    async def _observe_pending(self, served) -> None:
-        """Observe into ``served`` what waits for its open chunk, until nothing does;
+    async def _observe_pending(self, served, *, once: bool = False) -> None:
+        """Observe into ``served`` what waits for its open chunk, until nothing does (with
+        ``once``, in one call, the observer woken again for what arrives meanwhile);
         engagements of a chunk closed since are left to the close."""
         loop = asyncio.get_running_loop()
         queue = self._unobserved
@@ -322,13 +337,16 @@ class Ingest:
             item = [i for b in take for i in b.item]
             start = time.perf_counter()
             try:
-                await loop.run_in_executor(self.service.executor, served.observe, user, item)
+                await loop.run_in_executor(self._observer, served.observe, user, item)
             except Exception as exc:  # noqa: BLE001  (durable: learned when the chunk closes)
                 log.error("observing %d engagements at offset %d failed: %s", len(user),
                           take[0].offset, exc)
                 self.metrics.observe_failed.inc(len(user))
             else:
-                self.metrics.observe_seconds.observe(time.perf_counter() - start)
+                seconds = time.perf_counter() - start
+                self.metrics.observe_seconds.observe(seconds)
+                self._observe_after = time.perf_counter() + min(OBSERVE_REST * seconds,
+                                                                OBSERVE_REST_MAX)
                 now = time.monotonic()
                 for b in take:
                     self.metrics.freshness.observe(now - b.acknowledged)
@@ -336,6 +354,10 @@ class Ingest:
                 for b in take:
                     b.done()
             self.metrics.live.set(served.n_observed)
+            if once:
+                if queue:
+                    self._observe_wakeup.set()
+                return
 
     # ---------------------------------------------------------------- state
 

@@ -96,11 +96,21 @@ class ServedModel:
 
     def observe(self, user: list, item: list) -> None:
         """Add engagements of the open chunk (``chunk + 1``) to the model at once (the
-        recommender's ``observe``; its ValueError when it refuses them)."""
-        n = len(user)
-        self.recommender.observe(pd.DataFrame({
+        recommender's ``observe``; its ValueError when it refuses them).
+
+        The recommender's view of the open chunk (the state its answers rank from, which
+        its first answer would make otherwise) is made here, before it is published:
+        readers on other threads answer from the state before until then."""
+        rec = self.recommender
+        before = rec.__dict__
+        twin = _observed(rec, self._engagements(user, item))
+        twin._published()
+        rec._publish(twin.__dict__, replacing=before)
+
+    def _engagements(self, user: list, item: list) -> pd.DataFrame:
+        return pd.DataFrame({
             "user": as_id_array(user, self.user_kind), "item": as_id_array(item, self.item_kind),
-            "chunk": np.full(n, self.chunk + 1, dtype=np.int64)}))
+            "chunk": np.full(len(user), self.chunk + 1, dtype=np.int64)})
 
     # --------------------------------------------------------------- checks
 
@@ -182,6 +192,18 @@ class ServedModel:
             rec.similar_items(items, m)
         if self.can_explain and len(ids) and items.size:
             rec.explain(ids[0].item() if hasattr(ids[0], "item") else ids[0], items)
+            # MiCRO's open chunk's kernels, on a twin: the model itself is left as it was
+            twin = _observed(rec, self._engagements(ids[:1].tolist(), items[:1].tolist()))
+            twin.recommend(users, m)
+
+
+def _observed(rec, engagements: pd.DataFrame):
+    """A twin of ``rec`` (sharing its state) that has observed ``engagements``: observe
+    publishes a new state of its own and leaves the one it was built from as it was."""
+    twin = object.__new__(type(rec))
+    twin.__dict__ = rec.__dict__
+    twin.observe(engagements)
+    return twin
 
 
 def _rows(requests, name: str):
