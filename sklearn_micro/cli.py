@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .datasets import PRESETS
+from .datasets._presets import PRESETS
 from .experiment._commands import METHODS, CommandError
 
 # TwitterFaveGraph at 1/600 (users, items, engagements) in 16 chunks with 100 interests, so
@@ -322,7 +322,8 @@ def _preset_path(args) -> Path:
 
 def _draw(args, stages) -> Path:
     """The drawing stage: the preset's log written to its cache, or found there."""
-    from .datasets import _import_pyarrow, write_preset
+    from .datasets import write_preset
+    from .datasets._files import import_pyarrow
 
     path = _preset_path(args)
     with stages.measure("drawing") as stage:
@@ -330,7 +331,7 @@ def _draw(args, stages) -> Path:
             # resuming, the figures of the run that drew it; else this run's read
             stage.resumed = stages.measured("drawing")
             stage.note = "" if stage.resumed else f"cached in {path.parent}"
-            stage.work = _import_pyarrow().parquet.ParquetFile(path).metadata.num_rows
+            stage.work = import_pyarrow().parquet.ParquetFile(path).metadata.num_rows
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             stage.work = write_preset(path, args.preset, args.scale, random_state=args.seed)

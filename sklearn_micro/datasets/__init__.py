@@ -19,19 +19,8 @@ need pyarrow, and ``as_frame=True`` needs pandas: both come with the ``data`` ex
 ``pip install "sklearn-micro[data]"``.
 """
 
-from ._files import (  # noqa: F401  (the command line)
-    _column_names,
-    _csv_names,
-    _import_pyarrow,
-    _source,
-)
 from ._generator import iter_engagements, make_engagements
-from ._presets import (
-    PRESETS,  # noqa: F401  (the command line)
-    iter_preset,
-    preset_parameters,
-    write_preset,
-)
+from ._presets import iter_preset, preset_parameters, write_preset
 from ._readers import iter_log_chunks, read_log, read_twitter_fave, read_twitter_follow
 from ._real_logs import data_home, load_higgs, load_movielens
 

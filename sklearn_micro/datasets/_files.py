@@ -30,13 +30,13 @@ _INT_FIELD = re.compile(r"[+-]?[0-9]+")
 
 def _has_pyarrow() -> bool:
     try:
-        _import_pyarrow()
+        import_pyarrow()
     except ImportError:
         return False
     return True
 
 
-def _import_pyarrow():
+def import_pyarrow():
     try:
         import pyarrow  # noqa: F401
         import pyarrow.compute  # noqa: F401
@@ -86,7 +86,7 @@ class _Source:
         return self.names is None
 
 
-def _source(path, *, sep: str = ",", names=None) -> _Source:
+def file_source(path, *, sep: str = ",", names=None) -> _Source:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}.")
     path = Path(path)
@@ -128,7 +128,7 @@ def _open_bytes(src: _Source):
 
 
 def _open_arrow(src: _Source):
-    pa = _import_pyarrow()
+    pa = import_pyarrow()
     if src.compression == "zip":
         return _open_bytes(src)
     return pa.input_stream(str(src.path), compression=src.compression)
@@ -262,7 +262,7 @@ def _iter_csv(src: _Source, kinds: dict[str, str], batch_rows: int):
 
 
 def _iter_csv_arrow(src: _Source, names: list[str], kinds: dict[str, str], batch_rows: int):
-    pa = _import_pyarrow()
+    pa = import_pyarrow()
     types = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
     read_options = pa.csv.ReadOptions(
         column_names=names,
@@ -345,7 +345,7 @@ def _iter_csv_numpy(src: _Source, names: list[str], kinds: dict[str, str], batch
 
 
 def _parquet_values(src: _Source, column, name: str, kind: str, row0: int) -> np.ndarray:
-    pa = _import_pyarrow()
+    pa = import_pyarrow()
     pc = pa.compute
 
     def bad(j, what):
@@ -399,14 +399,14 @@ def _parquet_values(src: _Source, column, name: str, kind: str, row0: int) -> np
 
 
 def _parquet_file(src: _Source):
-    pa = _import_pyarrow()
+    pa = import_pyarrow()
     try:
         return pa.parquet.ParquetFile(src.path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ValueError(f"{str(src.path)!r} is not a readable Parquet file ({exc}).") from exc
 
 
-def _column_names(src: _Source) -> list[str]:
+def column_names(src: _Source) -> list[str]:
     """The column names of a CSV or Parquet source."""
     if src.kind == "parquet":
         return list(_parquet_file(src).schema_arrow.names)

@@ -17,7 +17,7 @@ from sklearn.utils import Bunch
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._log import EngagementLog
-from ._files import _import_pyarrow
+from ._files import import_pyarrow
 from ._generator import iter_engagements
 
 __all__ = ["PRESETS", "iter_preset", "preset_parameters", "write_preset"]
@@ -193,7 +193,7 @@ def write_preset(path, preset: str, scale: float = 1.0, *, random_state=0) -> in
     >>> len(read_log(path)) == n
     True
     """
-    pa = _import_pyarrow()
+    pa = import_pyarrow()
     path = Path(path)
     schema = pa.schema([(name, pa.int32()) for name in ("user", "item", "chunk")])
     tmp = path.with_name(path.name + ".tmp")

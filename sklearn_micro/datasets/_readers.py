@@ -22,8 +22,8 @@ from ._files import (
     _import_pandas,
     _iter_batches,
     _Source,
-    _source,
     _where,
+    file_source,
     release_arrow_memory,
 )
 
@@ -209,7 +209,7 @@ def read_log(
     """
     cols = _columns(user, item, chunk, time, chunk_length, origin)
     batch_rows = _check_batch_rows(batch_rows)
-    src = _source(path, sep=sep)
+    src = file_source(path, sep=sep)
     return _as_output(*_read_columns(src, cols, batch_rows), as_frame)
 
 
@@ -282,7 +282,7 @@ def iter_log_chunks(
     """
     cols = _columns(user, item, chunk, time, chunk_length, origin)
     batch_rows = _check_batch_rows(batch_rows)
-    src = _source(path, sep=sep)
+    src = file_source(path, sep=sep)
     if as_frame:
         _import_pandas()
     return _iter_log_chunks(src, cols, batch_rows, as_frame)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._files import _BATCH_ROWS, _as_output, _iter_batches, _Source, _source
+from ._files import _BATCH_ROWS, _as_output, _iter_batches, _Source, file_source
 from ._readers import _to_chunks
 
 __all__ = ["data_home", "load_higgs", "load_movielens"]
@@ -160,7 +160,7 @@ def load_higgs(
             f"kinds must be a non-empty selection of {list(_HIGGS_KINDS)}; got {list(kinds)}."
         )
     file = _data_file(path, _HIGGS_FILE, "load_higgs")
-    src = _source(file, sep=" ", names=("user_a", "user_b", "time", "kind"))
+    src = file_source(file, sep=" ", names=("user_a", "user_b", "time", "kind"))
     cols = _read_all(src, {"user_a": "int", "user_b": "int", "time": "int", "kind": "str"},
                      "load_higgs")
     chunk = _to_chunks(cols["time"], int(cols["time"].min()), _positive(chunk_hours * 3600, ""))
@@ -224,7 +224,7 @@ def load_movielens(
     ):
         raise ValueError(f"min_rating must be a number or None; got {min_rating!r}.")
     file = _data_file(path, _MOVIELENS_FILE, "load_movielens")
-    src = _source(file)
+    src = file_source(file)
     cols = _read_all(
         src, {"userId": "int", "movieId": "int", "rating": "float", "timestamp": "int"},
         "load_movielens",

@@ -127,9 +127,9 @@ class LogColumns:
 
 
 def _header(path: Path) -> list[str]:
-    from ..datasets import _column_names, _source
+    from ..datasets._files import column_names, file_source
 
-    return _column_names(_source(path))
+    return column_names(file_source(path))
 
 
 def read_engagements(path, columns: LogColumns = LogColumns(), *, option: str = "--data"):
@@ -198,11 +198,12 @@ def _read_compact(path: Path, **names):
     """The file's log in compact arrays, read one chunk at a time when the file is sorted by
     chunk (the paper's files are), else read whole and sorted."""
     from .. import datasets
+    from ..datasets._files import import_pyarrow
     from . import compact_chunks
 
     n_rows = None
     if path.suffix.lower() in (".parquet", ".pq"):
-        n_rows = datasets._import_pyarrow().parquet.ParquetFile(path).metadata.num_rows
+        n_rows = import_pyarrow().parquet.ParquetFile(path).metadata.num_rows
     try:
         return compact_chunks(datasets.iter_log_chunks(path, **names), n_rows=n_rows)
     except ValueError as exc:
@@ -614,9 +615,9 @@ class _CandidateWriter:
 
     def __enter__(self):
         if self.parquet:
-            from ..datasets import _import_pyarrow
+            from ..datasets._files import import_pyarrow
 
-            self._pa = _import_pyarrow()
+            self._pa = import_pyarrow()
         else:
             self._file = open(self.path, "w")
             self._file.write("user,rank,item,score\n")
