@@ -349,9 +349,9 @@ def timed_fit(model, train, say):
 #: the held-out grids of the neighbour baselines (--search-baselines)
 NEIGHBOUR_GRIDS = {
     "ItemKNN": (ItemKNNRecommender, {"similarity": ["cosine", "bm25", "tfidf"],
-                                     "window": [2, 8, 32], "n_neighbors": [20, 100]}),
-    "RP3beta": (RP3betaRecommender, {"alpha": [0.5, 1.0], "beta": [0.0, 0.25, 0.5],
-                                     "window": [2, 8, 32], "n_neighbors": [20, 100]}),
+                                     "window": [2, 8, 32], "n_neighbors": [10, 20, 50]}),
+    "RP3beta": (RP3betaRecommender, {"alpha": [0.25, 0.5, 1.0], "beta": [0.0, 0.25, 0.5],
+                                     "window": [2, 8, 32], "n_neighbors": [10, 20, 50]}),
 }
 
 

@@ -707,7 +707,10 @@ def kept_top(S, k):
     return out
 
 
-def knn_lists(C, k):
+def knn_lists(C, k, similarity="cosine"):
+    if similarity == "tfidf":  # implicit's: sqrt(count) * log(n_items / (1 + n_u))
+        n_u = (C > 0).sum(axis=1, keepdims=True)
+        C = np.sqrt(C) * (np.log(C.shape[1]) - np.log1p(n_u))
     N = C / np.linalg.norm(C, axis=0, keepdims=True)
     return kept_top(N.T @ N, k)
 
@@ -718,8 +721,8 @@ def rp3beta_lists(C, k, alpha, beta):
     return kept_top((p_iu @ p_ui) / C.sum(axis=0)[None, :] ** beta, k)
 
 
-def oracle_item_knn(C, k, profile=None):
-    return (C if profile is None else profile) @ knn_lists(C, k)
+def oracle_item_knn(C, k, profile=None, similarity="tfidf"):
+    return (C if profile is None else profile) @ knn_lists(C, k, similarity)
 
 
 def oracle_rp3beta(C, k, alpha, beta, profile=None):
@@ -744,12 +747,15 @@ def assert_ranks_like(rec, users, oracle_scores, items_of_column):
 
 @pytest.mark.parametrize("seed", [2, 3, 6])  # logs without a tie at a k-th neighbour
 @pytest.mark.parametrize("k", [2, 4, 50])
-def test_item_knn_equals_a_brute_force_oracle(seed, k):
+@pytest.mark.parametrize("similarity", ["cosine", "tfidf"])
+def test_item_knn_equals_a_brute_force_oracle(seed, k, similarity):
     X = random_log(seed)
+    # a user and an item engaged only before the window change nothing
+    X = pd.concat([frame([(777, 555, 0), (777, 100, 0)]), X])
     C, users, items = window_matrix(X, 2)
-    rec = ItemKNNRecommender(k, window=2).fit(X)
+    rec = ItemKNNRecommender(k, similarity=similarity, window=2).fit(X)
     assert np.diff(rec.neighbour_indptr_).max() <= k
-    assert_ranks_like(rec, users, oracle_item_knn(C, k), items)
+    assert_ranks_like(rec, users, oracle_item_knn(C, k, similarity=similarity), items)
 
 
 @pytest.mark.parametrize("seed", [2, 3, 6])  # logs without a tie at a k-th neighbour
@@ -777,13 +783,15 @@ def test_neighbours_are_rebuilt_from_the_window_each_chunk(make):
     assert (a[0] == 999).any()  # the new item is folded in
 
 
-@pytest.mark.parametrize("cls, oracle", [
-    (ItemKNNRecommender, lambda C, profile: oracle_item_knn(C, 4, profile)),
-    (RP3betaRecommender, lambda C, profile: oracle_rp3beta(C, 4, 1.0, 0.5, profile)),
+@pytest.mark.parametrize("make, oracle", [
+    (lambda: ItemKNNRecommender(4, similarity="cosine", window=2),
+     lambda C, profile: oracle_item_knn(C, 4, profile, similarity="cosine")),
+    (lambda: RP3betaRecommender(4, alpha=1.0, beta=0.5, window=2),
+     lambda C, profile: oracle_rp3beta(C, 4, 1.0, 0.5, profile)),
 ])
-def test_neighbour_history_joins_the_users_items(cls, oracle):
+def test_neighbour_history_joins_the_users_items(make, oracle):
     X = random_log(6)
-    rec = cls(4, window=2).fit(X)
+    rec = make().fit(X)
     C, users, items = window_matrix(X, 2)
     user = users[0]
     own = X[(X.user == user) & (X.chunk > X.chunk.max() - 2)].item.tolist()

@@ -160,11 +160,14 @@ class ItemKNNRecommender(_NeighbourRecommender):
 
     Parameters
     ----------
-    n_neighbors : int, default=100
+    n_neighbors : int, default=20
         Neighbours kept per item.
-    similarity : {"cosine", "bm25", "tfidf"}, default="cosine"
-        `implicit`'s weighting of the counts before the item-item dot products.
-    window : int, default=8
+    similarity : {"cosine", "bm25", "tfidf"}, default="tfidf"
+        `implicit`'s weighting of the counts before the item-item dot products. TF-IDF
+        weighs ``c`` engagements of a user with an item by ``sqrt(c) * log(n_items / (1 +
+        n))``, ``n_items`` the items of the window and ``n`` the user's items there, as
+        `implicit`'s ``TFIDFRecommender`` does: a user of many items says less of each.
+    window : int, default=2
         Number of latest chunks whose engagements define the neighbours and the users'
         items.
     K1, B : float, default=1.2, 0.75
@@ -190,9 +193,10 @@ class ItemKNNRecommender(_NeighbourRecommender):
     >>> from sklearn_micro.baselines import ItemKNNRecommender
     >>> X = np.array([[1, 10, 0], [1, 11, 0], [2, 10, 0], [2, 11, 0], [3, 10, 0],
     ...               [3, 12, 0]])
-    >>> rec = ItemKNNRecommender(window=1).fit(X)
-    >>> rec.recommend([1], m=3)[0]
-    array([[10, 11, 12]])
+    >>> rec = ItemKNNRecommender(similarity="cosine", window=1).fit(X)
+    >>> rec.recommend([1, 3], m=3)[0]
+    array([[10, 11, 12],
+           [11, 10, 12]])
     """
 
     _parameter_constraints: dict = {
@@ -202,8 +206,8 @@ class ItemKNNRecommender(_NeighbourRecommender):
         "B": [Interval(Real, 0, 1, closed="both")],
     }
 
-    def __init__(self, n_neighbors: int = 100, *, similarity: str = "cosine",
-                 window: int = 8, K1: float = 1.2, B: float = 0.75,
+    def __init__(self, n_neighbors: int = 20, *, similarity: str = "tfidf",
+                 window: int = 2, K1: float = 1.2, B: float = 0.75,
                  n_jobs: int | None = None):
         super().__init__(window=window)
         self.n_neighbors = n_neighbors
@@ -213,27 +217,38 @@ class ItemKNNRecommender(_NeighbourRecommender):
         self.n_jobs = n_jobs
 
     def _neighbours(self, counts):
-        from implicit.nearest_neighbours import (
-            all_pairs_knn,
-            bm25_weight,
-            normalize,
-            tfidf_weight,
-        )
+        from implicit.nearest_neighbours import all_pairs_knn
 
-        counts = counts.astype(np.float32)
+        # the window's users and items only, so that the weights count those
+        n_items = counts.shape[1]
+        items = np.flatnonzero(np.diff(counts.tocsc().indptr))
+        users = np.flatnonzero(np.diff(counts.indptr))
+        counts = counts[users][:, items].astype(np.float32)
+        # implicit's normalisation divides by zero for an item of weight zero: its NaN
+        # entries are zeros (no neighbours), not left to the search's comparisons
+        with np.errstate(invalid="ignore", divide="ignore"):
+            weighted = sp.csr_matrix(self._weighted(counts))
+        weighted.data[np.isnan(weighted.data)] = 0.0
+        weighted.eliminate_zeros()
+        # one more than kept: an item is usually its own nearest
+        similar = all_pairs_knn(weighted, self.n_neighbors + 1,
+                                num_threads=resolve_n_jobs(self.n_jobs),
+                                show_progress=False).tocoo()
+        return top_per_row(items[similar.row], items[similar.col],
+                           similar.data.astype(np.float64), self.n_neighbors, n_items)
+
+    def _weighted(self, counts):
+        """The counts weighted as `implicit`'s item-item recommender of
+        ``similarity`` weighs them before its dot products."""
+        from implicit.nearest_neighbours import bm25_weight, normalize, tfidf_weight
+
         if self.similarity == "cosine":
             weighted = normalize(counts.T).T
         elif self.similarity == "bm25":
             weighted = bm25_weight(counts.T, self.K1, self.B).T
         else:
             weighted = normalize(tfidf_weight(counts.T)).T
-        # one more than kept: an item is usually its own nearest
-        similar = all_pairs_knn(sp.csr_matrix(weighted), self.n_neighbors + 1,
-                                num_threads=resolve_n_jobs(self.n_jobs),
-                                show_progress=False).tocoo()
-        return top_per_row(similar.row.astype(np.int64), similar.col.astype(np.int64),
-                           similar.data.astype(np.float64), self.n_neighbors,
-                           counts.shape[1])
+        return weighted
 
 
 class RP3betaRecommender(_NeighbourRecommender):
@@ -253,13 +268,13 @@ class RP3betaRecommender(_NeighbourRecommender):
 
     Parameters
     ----------
-    n_neighbors : int, default=100
+    n_neighbors : int, default=20
         Neighbours kept per item.
-    alpha : float, default=1.0
+    alpha : float, default=0.5
         Power of the walk's transition probabilities.
-    beta : float, default=0.5
+    beta : float, default=0.0
         Power of the popularity that divides an item's arrival score.
-    window : int, default=8
+    window : int, default=2
         Number of latest chunks whose engagements define the walk and the users' items.
     n_jobs : int or None, default=None
         Threads of the neighbour lists' kernel. None means 1, -1 all cores.
@@ -289,7 +304,7 @@ class RP3betaRecommender(_NeighbourRecommender):
     >>> rec = RP3betaRecommender(window=1).fit(X)
     >>> rec.recommend([1, 3], m=3)[0]
     array([[10, 11, 12],
-           [10, 11, 12]])
+           [11, 10, 12]])
     """
 
     _parameter_constraints: dict = {
@@ -298,8 +313,8 @@ class RP3betaRecommender(_NeighbourRecommender):
         "beta": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, n_neighbors: int = 100, *, alpha: float = 1.0, beta: float = 0.5,
-                 window: int = 8, n_jobs: int | None = None):
+    def __init__(self, n_neighbors: int = 20, *, alpha: float = 0.5, beta: float = 0.0,
+                 window: int = 2, n_jobs: int | None = None):
         super().__init__(window=window)
         self.n_neighbors = n_neighbors
         self.alpha = alpha
