@@ -61,7 +61,8 @@ from sklearn_micro.experiment import split_chunks  # noqa: E402
 M = 100
 CUTOFFS = (10, 50, 100)
 ITEM_KINDS = ("repeat", "new", "in chunk before", "older")
-BASELINES = ("ANN", "Popularity", "RecentItems", "ALS", "ItemKNN", "RP3beta")
+BASELINES = ("ANN", "Popularity", "RecentItems", "ALS", "ItemKNN", "RP3beta", "ItemKNN tuned",
+             "RP3beta tuned")
 FAVE_DIR = "/work/data-scale"
 
 
@@ -73,7 +74,11 @@ class LogSpec:
     k: int
     ks: tuple
     held_out_chunks: int = 3
+    # ItemKNN's and RP3beta's parameters as --search-baselines chooses them on this log's
+    # training chunks (the best recall@100 of the grid)
+    tuned: dict = field(default_factory=dict)
     out: list = field(default_factory=list)
+    costs: list = field(default_factory=list)
 
 
 LOGS = {
@@ -320,9 +325,13 @@ def run_log(spec: LogSpec, args, say):
         BaselineRunner("Popularity", PopularityRecommender().fit(train)),
         BaselineRunner("RecentItems", RecentItemsRecommender().fit(train)),
         BaselineRunner("ALS", ALSRecommender(64, random_state=0, n_jobs=-1).fit(train)),
-        BaselineRunner("ItemKNN", timed_fit(ItemKNNRecommender(n_jobs=-1), train, say)),
-        BaselineRunner("RP3beta", timed_fit(RP3betaRecommender(n_jobs=-1), train, say)),
     ]
+    for name, cls in (("ItemKNN", ItemKNNRecommender), ("RP3beta", RP3betaRecommender)):
+        runners.append(BaselineRunner(name, timed_fit(name, cls(n_jobs=-1), train, spec, say)))
+        if name in spec.tuned:
+            tuned = cls(n_jobs=-1, **spec.tuned[name])
+            runners.append(BaselineRunner(f"{name} tuned",
+                                          timed_fit(f"{name} tuned", tuned, train, spec, say)))
     points = Points(Relevant(train, test))
     start = time.perf_counter()
     rolling(train, test, runners, points, say)
@@ -330,19 +339,21 @@ def run_log(spec: LogSpec, args, say):
     report(spec, points, args, say)
 
 
-def timed_fit(model, train, say):
-    """``model`` fitted on ``train``, with its fit time and the bytes per item of its
-    neighbour lists said."""
-    model.fit(train)  # compiles the kernels
+def timed_fit(name, model, train, spec, say):
+    """``model`` fitted on ``train``; its fit time (after a first fit that compiles the
+    kernels) and the bytes of its neighbour lists go to ``spec.costs``."""
+    model.fit(train)
     start = time.perf_counter()
     model.fit(train)
     seconds = time.perf_counter() - start
-    lists = sum(getattr(model, name).nbytes for name in (
+    lists = sum(getattr(model, attr).nbytes for attr in (
         "neighbour_indptr_", "neighbour_items_", "neighbour_scores_"))
     n_items = len(model.item_ids_)
-    say(f"cost {type(model).__name__}: fit {seconds:.2f} s, {lists / n_items:.0f} bytes per "
-        f"item ({n_items} items, {model.neighbour_items_.shape[0] / n_items:.1f} neighbours "
-        "per item)")
+    params = {k: v for k, v in model.get_params().items() if k != "n_jobs"}
+    spec.costs.append([name, ", ".join(f"{k}={v}" for k, v in params.items()),
+                       f"{seconds:.2f}", f"{lists / n_items:.0f}",
+                       f"{model.neighbour_items_.shape[0] / n_items:.1f}"])
+    say(f"{name}: fit {seconds:.2f} s, {lists / n_items:.0f} bytes per item")
     return model
 
 
@@ -400,22 +411,28 @@ def report(spec, points: Points, args, say):
     out.append(table(["method", "recall@100", "mrr@100", "recall / paper", "mrr / paper"],
                      rows))
     # targets for each MiCRO row against the baselines
-    best_r = max(BASELINES, key=lambda n: stats[n][0][0])
-    best_q = max(BASELINES, key=lambda n: stats[n][1][0])
-    out.append(f"\nRatios to the best baseline of {', '.join(BASELINES)} on each metric "
+    baselines = [n for n in BASELINES if n in names]
+    best_r = max(baselines, key=lambda n: stats[n][0][0])
+    best_q = max(baselines, key=lambda n: stats[n][1][0])
+    out.append(f"\nRatios to the best baseline of {', '.join(baselines)} on each metric "
                f"(recall: {best_r}, MRR: {best_q}) and to each of them, paired bootstrap:\n")
     rows = []
     for name in names:
-        if name in BASELINES:
+        if name in baselines:
             continue
         r, q = stats[name]
         rows.append([name, fmt_ratio(r, stats[best_r][0]), fmt_ratio(q, stats[best_q][1])]
                     + [f"{fmt_ratio(r, stats[b][0])} / {fmt_ratio(q, stats[b][1])}"
-                       for b in BASELINES])
+                       for b in baselines])
     out.append(table(["method", f"recall / {best_r}", f"mrr / {best_q}"]
-                     + [f"/ {b} (recall / mrr)" for b in BASELINES], rows))
+                     + [f"/ {b} (recall / mrr)" for b in baselines], rows))
+    if spec.costs:
+        out.append(f"\n### {spec.name}: cost of the neighbour baselines (fit on the training "
+                   "chunks, after compilation; the lists' bytes per item known)\n")
+        out.append(table(["method", "parameters", "fit s", "bytes per item",
+                          "neighbours per item"], spec.costs))
     # diagnosis
-    diag = [ref, *args.diagnose_rows(names), *BASELINES]
+    diag = [ref, *args.diagnose_rows(names), *baselines]
     diag = [d for i, d in enumerate(diag) if d in names and d not in diag[:i]]
     warm = points.point_warm
     out.append(f"\n### {spec.name}: diagnosis, warm and cold points (recall@100 / mrr@100)\n")

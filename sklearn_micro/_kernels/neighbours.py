@@ -60,6 +60,28 @@ def _keep(best_items, best_scores, n, item, score):
     return n
 
 
+@njit(cache=True, nogil=True)
+def _accumulate(lo, hi, index, weight, step, acc, mark, touched, n_touched):
+    """Add ``weight[a] * step.prob[c]`` to ``acc`` at ``step.index[c]`` for every entry
+    ``a`` in ``lo:hi`` and every entry ``c`` of the `Walk` row ``index[a]`` (rows out of
+    the walk's range have none), marking the items reached first in ``touched``; return
+    the number marked."""
+    n_rows = step.indptr.shape[0] - 1
+    for a in range(lo, hi):
+        i = index[a]
+        if i < 0 or i >= n_rows:
+            continue
+        w = weight[a]
+        for c in range(step.indptr[i], step.indptr[i + 1]):
+            j = step.index[c]
+            if not mark[j]:
+                mark[j] = True
+                touched[n_touched] = j
+                n_touched += 1
+            acc[j] += w * step.prob[c]
+    return n_touched
+
+
 @njit(cache=True, parallel=True)
 def rp3beta_rows(rows, item_user, user_item, penalty, n_blocks, out_items, out_scores,
                  out_n):
@@ -83,17 +105,9 @@ def rp3beta_rows(rows, item_user, user_item, penalty, n_blocks, out_items, out_s
         best_scores = np.empty(k)
         for t in range(b, rows.shape[0], n_blocks):
             i = rows[t]
-            n_touched = 0
-            for a in range(item_user.indptr[t], item_user.indptr[t + 1]):
-                u = item_user.index[a]
-                p = item_user.prob[a]
-                for c in range(user_item.indptr[u], user_item.indptr[u + 1]):
-                    j = user_item.index[c]
-                    if not mark[j]:
-                        mark[j] = True
-                        touched[n_touched] = j
-                        n_touched += 1
-                    acc[j] += p * user_item.prob[c]
+            n_touched = _accumulate(item_user.indptr[t], item_user.indptr[t + 1],
+                                    item_user.index, item_user.prob, user_item, acc, mark,
+                                    touched, 0)
             n = 0
             for s in range(n_touched):
                 j = touched[s]
@@ -120,24 +134,13 @@ def score_profiles(indptr, items, weights, neighbours, tie_key, seen, out_items,
     ``i`` of which ``j`` is a neighbour, the best ``m`` kept; ``out_n[r]``: how many.
     """
     n_items = tie_key.shape[0]
-    n_rows_nb = neighbours.indptr.shape[0] - 1
     acc = np.zeros(n_items)
     mark = np.zeros(n_items, np.bool_)
     touched = np.empty(n_items, np.int64)
+    step = Walk(neighbours.indptr, neighbours.items, neighbours.scores)
     for r in range(indptr.shape[0] - 1):
-        n_touched = 0
-        for a in range(indptr[r], indptr[r + 1]):
-            i = items[a]
-            if i < 0 or i >= n_rows_nb:
-                continue
-            w = weights[a]
-            for c in range(neighbours.indptr[i], neighbours.indptr[i + 1]):
-                j = neighbours.items[c]
-                if not mark[j]:
-                    mark[j] = True
-                    touched[n_touched] = j
-                    n_touched += 1
-                acc[j] += w * neighbours.scores[c]
+        n_touched = _accumulate(indptr[r], indptr[r + 1], items, weights, step, acc, mark,
+                                touched, 0)
         lo = seen.indptr[r]
         hi = seen.indptr[r + 1]
         n = out_n[r]
