@@ -82,11 +82,15 @@ class LogSpec:
 
 
 LOGS = {
-    "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400), 4),
+    "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400), 4,
+                     {"ItemKNN": dict(n_neighbors=20, similarity="tfidf", window=32),
+                      "RP3beta": dict(n_neighbors=50, alpha=1.0, beta=0.0, window=32)}),
     # K as examples/paper_table.py's search on the training chunks chooses it (100 with
     # the current embedding and clustering defaults)
     "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 100,
-                         (10, 25, 100), 24),
+                         (10, 25, 100), 24,
+                         {"ItemKNN": dict(n_neighbors=10, similarity="cosine", window=2),
+                          "RP3beta": dict(n_neighbors=50, alpha=0.25, beta=0.0, window=32)}),
     # fave-shaped logs of ephemeral items (benchmarks/paper_scale.py's plain draw), where
     # they are: --fave-dir
     "fave-1-100": LogSpec("fave-1-100", lambda: read_twitter_fave(
@@ -94,7 +98,8 @@ LOGS = {
     "fave-1-20": LogSpec("fave-1-20", lambda: read_twitter_fave(
         Path(FAVE_DIR) / "fave-plain-1-20.parquet"), 169, 1000, (1000,)),
     "generated": LogSpec("generated", lambda: make_engagements(**DEFAULT_LOG),
-                         12, 100, (50, 100, 200)),
+                         12, 100, (50, 100, 200), 3,
+                         {"RP3beta": dict(n_neighbors=20, alpha=0.25, beta=0.0, window=2)}),
 }
 
 

@@ -160,9 +160,9 @@ class ItemKNNRecommender(_NeighbourRecommender):
 
     Parameters
     ----------
-    n_neighbors : int, default=20
+    n_neighbors : int, default=10
         Neighbours kept per item.
-    similarity : {"cosine", "bm25", "tfidf"}, default="tfidf"
+    similarity : {"cosine", "bm25", "tfidf"}, default="bm25"
         `implicit`'s weighting of the counts before the item-item dot products. TF-IDF
         weighs ``c`` engagements of a user with an item by ``sqrt(c) * log(n_items / (1 +
         n))``, ``n_items`` the items of the window and ``n`` the user's items there, as
@@ -206,7 +206,7 @@ class ItemKNNRecommender(_NeighbourRecommender):
         "B": [Interval(Real, 0, 1, closed="both")],
     }
 
-    def __init__(self, n_neighbors: int = 20, *, similarity: str = "tfidf",
+    def __init__(self, n_neighbors: int = 10, *, similarity: str = "bm25",
                  window: int = 2, K1: float = 1.2, B: float = 0.75,
                  n_jobs: int | None = None):
         super().__init__(window=window)
@@ -268,9 +268,9 @@ class RP3betaRecommender(_NeighbourRecommender):
 
     Parameters
     ----------
-    n_neighbors : int, default=20
+    n_neighbors : int, default=50
         Neighbours kept per item.
-    alpha : float, default=0.5
+    alpha : float, default=0.25
         Power of the walk's transition probabilities.
     beta : float, default=0.0
         Power of the popularity that divides an item's arrival score.
@@ -313,7 +313,7 @@ class RP3betaRecommender(_NeighbourRecommender):
         "beta": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, n_neighbors: int = 20, *, alpha: float = 0.5, beta: float = 0.0,
+    def __init__(self, n_neighbors: int = 50, *, alpha: float = 0.25, beta: float = 0.0,
                  window: int = 2, n_jobs: int | None = None):
         super().__init__(window=window)
         self.n_neighbors = n_neighbors
