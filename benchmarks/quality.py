@@ -5,7 +5,7 @@ MovieLens (30-day chunks, fit on 0..249), the README's generated log (fit on 12 
 chunks) and, where they are, fave-shaped logs of ``benchmarks/paper_scale.py``'s plain
 draw, for ``MiCRO()`` (its defaults; and with ``learned_by="mrr"``), the paper's model
 (``personal=0, popularity=0, phi_decay=0``), the learned blend and ``phi_decay`` alone,
-ANN, Popularity, RecentItems and ALS, and prints markdown tables:
+ANN, Popularity, RecentItems, ALS, ItemKNN and RP3beta, and prints markdown tables:
 
 - recall@100 and MRR@100 of every method, and their ratios to the paper's model;
 - the ratios to the best of the four baselines (chosen per metric) and to each of them;
@@ -21,6 +21,7 @@ every row, so ratios between rows get paired intervals).
     python benchmarks/quality.py --log movielens      # one log (under a minute)
     python benchmarks/quality.py --log fave-1-100 --fave-dir /work/data-scale
     python benchmarks/quality.py --search-k           # GridSearchCV over K on the training chunks
+    python benchmarks/quality.py --search-baselines   # ItemKNN's and RP3beta's grid, likewise
 
 The results and what they mean are in docs/quality.md.
 """
@@ -43,8 +44,10 @@ from sklearn_micro._log import check_log, iter_chunks  # noqa: E402
 from sklearn_micro.baselines import (  # noqa: E402
     ALSRecommender,
     ANNRecommender,
+    ItemKNNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
+    RP3betaRecommender,
 )
 from sklearn_micro.cli import DEFAULT_LOG  # noqa: E402
 from sklearn_micro.datasets import (  # noqa: E402
@@ -58,7 +61,8 @@ from sklearn_micro.experiment import split_chunks  # noqa: E402
 M = 100
 CUTOFFS = (10, 50, 100)
 ITEM_KINDS = ("repeat", "new", "in chunk before", "older")
-BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
+BASELINES = ("ANN", "Popularity", "RecentItems", "ALS", "ItemKNN", "RP3beta", "ItemKNN tuned",
+             "RP3beta tuned")
 FAVE_DIR = "/work/data-scale"
 
 
@@ -69,15 +73,24 @@ class LogSpec:
     train_chunks: int
     k: int
     ks: tuple
+    held_out_chunks: int = 3
+    # ItemKNN's and RP3beta's parameters as --search-baselines chooses them on this log's
+    # training chunks (the best recall@100 of the grid)
+    tuned: dict = field(default_factory=dict)
     out: list = field(default_factory=list)
+    costs: list = field(default_factory=list)
 
 
 LOGS = {
-    "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400)),
+    "higgs": LogSpec("higgs", lambda: load_higgs(chunk_hours=6), 19, 400, (100, 200, 400), 4,
+                     {"ItemKNN": dict(n_neighbors=20, similarity="tfidf", window=32),
+                      "RP3beta": dict(n_neighbors=50, alpha=1.0, beta=0.0, window=32)}),
     # K as examples/paper_table.py's search on the training chunks chooses it (100 with
     # the current embedding and clustering defaults)
     "movielens": LogSpec("movielens", lambda: load_movielens(chunk_days=30), 250, 100,
-                         (10, 25, 100)),
+                         (10, 25, 100), 24,
+                         {"ItemKNN": dict(n_neighbors=10, similarity="cosine", window=2),
+                          "RP3beta": dict(n_neighbors=50, alpha=0.25, beta=0.0, window=32)}),
     # fave-shaped logs of ephemeral items (benchmarks/paper_scale.py's plain draw), where
     # they are: --fave-dir
     "fave-1-100": LogSpec("fave-1-100", lambda: read_twitter_fave(
@@ -85,7 +98,8 @@ LOGS = {
     "fave-1-20": LogSpec("fave-1-20", lambda: read_twitter_fave(
         Path(FAVE_DIR) / "fave-plain-1-20.parquet"), 169, 1000, (1000,)),
     "generated": LogSpec("generated", lambda: make_engagements(**DEFAULT_LOG),
-                         12, 100, (50, 100, 200)),
+                         12, 100, (50, 100, 200), 3,
+                         {"RP3beta": dict(n_neighbors=20, alpha=0.25, beta=0.0, window=2)}),
 }
 
 
@@ -317,11 +331,71 @@ def run_log(spec: LogSpec, args, say):
         BaselineRunner("RecentItems", RecentItemsRecommender().fit(train)),
         BaselineRunner("ALS", ALSRecommender(64, random_state=0, n_jobs=-1).fit(train)),
     ]
+    for name, cls in (("ItemKNN", ItemKNNRecommender), ("RP3beta", RP3betaRecommender)):
+        runners.append(BaselineRunner(name, timed_fit(name, cls(n_jobs=-1), train, spec, say)))
+        if name in spec.tuned:
+            tuned = cls(n_jobs=-1, **spec.tuned[name])
+            runners.append(BaselineRunner(f"{name} tuned",
+                                          timed_fit(f"{name} tuned", tuned, train, spec, say)))
     points = Points(Relevant(train, test))
     start = time.perf_counter()
     rolling(train, test, runners, points, say)
     say(f"rolling evaluation of {len(points.ranks)} rows: {time.perf_counter() - start:.1f} s")
     report(spec, points, args, say)
+
+
+def timed_fit(name, model, train, spec, say):
+    """``model`` fitted on ``train``; its fit time (after a first fit that compiles the
+    kernels) and the bytes of its neighbour lists go to ``spec.costs``."""
+    model.fit(train)
+    start = time.perf_counter()
+    model.fit(train)
+    seconds = time.perf_counter() - start
+    lists = sum(getattr(model, attr).nbytes for attr in (
+        "neighbour_indptr_", "neighbour_items_", "neighbour_scores_"))
+    n_items = len(model.item_ids_)
+    params = {k: v for k, v in model.get_params().items() if k != "n_jobs"}
+    spec.costs.append([name, ", ".join(f"{k}={v}" for k, v in params.items()),
+                       f"{seconds:.2f}", f"{lists / n_items:.0f}",
+                       f"{model.neighbour_items_.shape[0] / n_items:.1f}"])
+    say(f"{name}: fit {seconds:.2f} s, {lists / n_items:.0f} bytes per item")
+    return model
+
+
+#: the held-out grids of the neighbour baselines (--search-baselines)
+NEIGHBOUR_GRIDS = {
+    "ItemKNN": (ItemKNNRecommender, {"similarity": ["cosine", "bm25", "tfidf"],
+                                     "window": [2, 8, 32], "n_neighbors": [10, 20, 50]}),
+    "RP3beta": (RP3betaRecommender, {"alpha": [0.25, 0.5, 1.0], "beta": [0.0, 0.25, 0.5],
+                                     "window": [2, 8, 32], "n_neighbors": [10, 20, 50]}),
+}
+
+
+def search_baselines(spec: LogSpec, say):
+    """ItemKNN's and RP3beta's parameters by GridSearchCV on the training chunks only: one
+    fold whose test span is the last ``spec.held_out_chunks`` training chunks, scored by
+    the rolling protocol (recall@100, MRR@100)."""
+    from sklearn.model_selection import GridSearchCV
+
+    from sklearn_micro.model_selection import ChunkSplit, make_rolling_scorer
+
+    log = check_log(spec.load())
+    train, _ = split_chunks(log, spec.train_chunks)
+    X = np.column_stack([train.user, train.item, train.chunk])
+    for name, (cls, grid) in NEIGHBOUR_GRIDS.items():
+        start = time.perf_counter()
+        search = GridSearchCV(
+            cls(n_jobs=-1), grid, cv=ChunkSplit(n_splits=1, test_chunks=spec.held_out_chunks),
+            scoring=make_rolling_scorer(m_values=100, metrics=("recall", "mrr")),
+            refit=False).fit(X)
+        res = search.cv_results_
+        order = np.argsort(-res["mean_test_recall@100"], kind="stable")
+        rows = [[", ".join(f"{k}={v}" for k, v in res["params"][j].items()),
+                 f"{res['mean_test_recall@100'][j]:.4f}", f"{res['mean_test_mrr@100'][j]:.4f}"]
+                for j in order]
+        print(f"\n### {spec.name}: {name} by GridSearchCV on the last {spec.held_out_chunks} "
+              f"training chunks ({time.perf_counter() - start:.0f} s)\n")
+        print(table(["parameters", "recall@100", "mrr@100"], rows), flush=True)
 
 
 def report(spec, points: Points, args, say):
@@ -342,22 +416,28 @@ def report(spec, points: Points, args, say):
     out.append(table(["method", "recall@100", "mrr@100", "recall / paper", "mrr / paper"],
                      rows))
     # targets for each MiCRO row against the baselines
-    best_r = max(BASELINES, key=lambda n: stats[n][0][0])
-    best_q = max(BASELINES, key=lambda n: stats[n][1][0])
-    out.append(f"\nRatios to the best baseline of {', '.join(BASELINES)} on each metric "
+    baselines = [n for n in BASELINES if n in names]
+    best_r = max(baselines, key=lambda n: stats[n][0][0])
+    best_q = max(baselines, key=lambda n: stats[n][1][0])
+    out.append(f"\nRatios to the best baseline of {', '.join(baselines)} on each metric "
                f"(recall: {best_r}, MRR: {best_q}) and to each of them, paired bootstrap:\n")
     rows = []
     for name in names:
-        if name in BASELINES:
+        if name in baselines:
             continue
         r, q = stats[name]
         rows.append([name, fmt_ratio(r, stats[best_r][0]), fmt_ratio(q, stats[best_q][1])]
                     + [f"{fmt_ratio(r, stats[b][0])} / {fmt_ratio(q, stats[b][1])}"
-                       for b in BASELINES])
+                       for b in baselines])
     out.append(table(["method", f"recall / {best_r}", f"mrr / {best_q}"]
-                     + [f"/ {b} (recall / mrr)" for b in BASELINES], rows))
+                     + [f"/ {b} (recall / mrr)" for b in baselines], rows))
+    if spec.costs:
+        out.append(f"\n### {spec.name}: cost of the neighbour baselines (fit on the training "
+                   "chunks, after compilation; the lists' bytes per item known)\n")
+        out.append(table(["method", "parameters", "fit s", "bytes per item",
+                          "neighbours per item"], spec.costs))
     # diagnosis
-    diag = [ref, *args.diagnose_rows(names), *BASELINES]
+    diag = [ref, *args.diagnose_rows(names), *baselines]
     diag = [d for i, d in enumerate(diag) if d in names and d not in diag[:i]]
     warm = points.point_warm
     out.append(f"\n### {spec.name}: diagnosis, warm and cold points (recall@100 / mrr@100)\n")
@@ -454,6 +534,8 @@ def main(argv=None):
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--search-k", action="store_true",
                         help="only run GridSearchCV over K on the training chunks")
+    parser.add_argument("--search-baselines", action="store_true",
+                        help="only run ItemKNN's and RP3beta's grids on the training chunks")
     parser.add_argument("--k", type=lambda v: v if v == "auto" else int(v), default=None,
                         help="K for every log, or 'auto' for SphericalKMeans(n_clusters="
                              "'auto') (default: per log)")
@@ -470,6 +552,9 @@ def main(argv=None):
             spec.k = args.k
         if args.search_k:
             search_k(spec, log)
+            continue
+        if args.search_baselines:
+            search_baselines(spec, log)
             continue
         run_log(spec, args, log)
 

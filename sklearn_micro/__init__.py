@@ -5,8 +5,10 @@ from ._version import __version__ as __version__
 from .baselines import (
     ALSRecommender,
     ANNRecommender,
+    ItemKNNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
+    RP3betaRecommender,
 )
 from .cluster import SphericalKMeans
 from .embedding import GraphEmbedder
@@ -20,8 +22,10 @@ __all__ = [
     "EngagementLog",
     "Explanation",
     "GraphEmbedder",
+    "ItemKNNRecommender",
     "MiCRO",
     "PopularityRecommender",
+    "RP3betaRecommender",
     "RecentItemsRecommender",
     "SphericalKMeans",
     "Vocabulary",

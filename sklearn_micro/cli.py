@@ -93,9 +93,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="folder for the table, the per-chunk plots, the per-stage "
                           "figures (stages.json) and the checkpoints (default: ./micro-results)")
     rep.add_argument("--baselines", default="ANN,Popularity", metavar="LIST",
-                     help="comma-separated baselines among ANN, Popularity, RecentItems, ALS "
-                          "(default: ANN,Popularity); --resume may name others than the "
-                          "stopped run did, to add a baseline to a finished run")
+                     help="comma-separated baselines among ANN, Popularity, RecentItems, ALS, "
+                          "ItemKNN, RP3beta (default: ANN,Popularity); --resume may name "
+                          "others than the stopped run did, to add a baseline to a finished "
+                          "run")
     rep.add_argument("--dim", type=int, default=64, metavar="D",
                      help="dimensions of the graph embedding (default: 64)")
     rep.add_argument("--epochs", type=int, default=None, metavar="E",

@@ -32,6 +32,8 @@ __all__ = ["TRUSTED_TYPES", "IncompatibleVersionError", "dump", "load"]
 TRUSTED_TYPES: list[str] = [
     "sklearn_micro._log.Vocabulary",
     "sklearn_micro.base.SeenItems",
+    "sklearn_micro.baselines._neighbours.ItemKNNRecommender",
+    "sklearn_micro.baselines._neighbours.RP3betaRecommender",
     "sklearn_micro.baselines._recommenders.ALSRecommender",
     "sklearn_micro.baselines._recommenders.ANNRecommender",
     "sklearn_micro.baselines._recommenders.PopularityRecommender",

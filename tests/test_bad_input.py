@@ -238,8 +238,8 @@ CLI_CASES = {
     "cli-empty-higgs": ([], r"load_higgs: .* holds no rows"),
     "cli-header-only": ([], r"holds no engagements"),
     "cli-unknown-baseline": (["--baselines", "ANN,Foo"],
-                             r"--baselines must be among ANN, Popularity, RecentItems, ALS; "
-                             r"got Foo"),
+                             r"--baselines must be among ANN, Popularity, RecentItems, ALS, "
+                             r"ItemKNN, RP3beta; got Foo"),
     "cli-missing-file": ([], r"no file at .*missing.csv"),
     "cli-not-a-csv": ([], r"log.csv'? does not start with a header line of UTF-8 text"),
     "cli-not-a-parquet": ([], r"log.parquet'? is not a readable Parquet file"),

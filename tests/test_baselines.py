@@ -19,8 +19,10 @@ from sklearn_micro._log import EmbeddedLog, Vocabulary, check_log
 from sklearn_micro.baselines import (
     ALSRecommender,
     ANNRecommender,
+    ItemKNNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
+    RP3betaRecommender,
 )
 from sklearn_micro.embedding import engagement_matrix
 from sklearn_micro.utils.estimator_checks import (
@@ -39,6 +41,9 @@ FACTORIES = {
         [("embed", FixedEmbedder()), ("ann", ANNRecommender(window=2, method="exact"))]
     ),
     "als": lambda: ALSRecommender(n_components=4, iterations=3, window=2, random_state=0),
+    "item-knn": lambda: ItemKNNRecommender(window=2),
+    "item-knn-bm25": lambda: ItemKNNRecommender(3, similarity="bm25", window=2),
+    "rp3beta": lambda: RP3betaRecommender(5, alpha=0.8, beta=0.3, window=2),
 }
 DATA = make_log(as_frame=True)
 # ALS folds new items and users in through BLAS on float32, on factor tables whose shapes
@@ -76,7 +81,8 @@ def test_check_recommender_runs_all_checks():
 
 @pytest.mark.parametrize(
     "estimator",
-    [PopularityRecommender(), RecentItemsRecommender(), ANNRecommender(), ALSRecommender()],
+    [PopularityRecommender(), RecentItemsRecommender(), ANNRecommender(), ALSRecommender(),
+     ItemKNNRecommender(), RP3betaRecommender()],
     ids=lambda e: type(e).__name__,
 )
 def test_sklearn_conventions(estimator):
@@ -207,6 +213,8 @@ def test_unseen_users_get_the_popularity_ranking():
     for rec in (
         RecentItemsRecommender(),
         ALSRecommender(n_components=4, iterations=2, random_state=0),
+        ItemKNNRecommender(),
+        RP3betaRecommender(),
     ):
         rec.fit(X_train).partial_fit(X_next)
         assert_array_equal(rec.recommend([-1], 10)[0], expected)
@@ -661,3 +669,178 @@ def test_als_accepts_an_embedded_log():
     a = ALSRecommender(n_components=3, iterations=2, random_state=0).fit(X)
     b = ALSRecommender(n_components=3, iterations=2, random_state=0).fit(X_train)
     assert_array_equal(a.user_factors_, b.user_factors_)
+
+
+# -- ItemKNNRecommender and RP3betaRecommender ---------------------------------------------
+
+
+def random_log(seed, n_users=30, n_items=9, n_rows=240, n_chunks=3):
+    """A tiny log whose counts make ties of neighbour scores unlikely."""
+    rng = np.random.default_rng(seed)
+    return frame(np.column_stack([rng.integers(0, n_users, n_rows),
+                                  100 + rng.integers(0, n_items, n_rows),
+                                  np.sort(rng.integers(0, n_chunks, n_rows))]))
+
+
+def window_matrix(X, window):
+    """The window's counts (users x items, dense) and the sorted user and item ids."""
+    latest = X.chunk.max()
+    X = X[X.chunk > latest - window]
+    users, items = np.unique(X.user), np.unique(X.item)
+    C = np.zeros((users.shape[0], items.shape[0]))
+    np.add.at(C, (np.searchsorted(users, X.user), np.searchsorted(items, X.item)), 1.0)
+    return C, users, items
+
+
+def kept_top(S, k):
+    """``S`` without its diagonal and with each row's ``k`` largest positive entries only
+    (the logs of the tests have no tie at a row's k-th entry)."""
+    S = S.copy()
+    np.fill_diagonal(S, 0.0)
+    out = np.zeros_like(S)
+    for i in range(S.shape[0]):
+        ranked = np.sort(S[i])[::-1]
+        assert k >= S.shape[0] or ranked[k] == 0 or not np.isclose(ranked[k - 1], ranked[k])
+        best = np.argsort(-S[i], kind="stable")[:k]
+        best = best[S[i, best] > 0]
+        out[i, best] = S[i, best]
+    return out
+
+
+def knn_lists(C, k, similarity="cosine"):
+    if similarity == "tfidf":  # implicit's: sqrt(count) * log(n_items / (1 + n_u))
+        n_u = (C > 0).sum(axis=1, keepdims=True)
+        C = np.sqrt(C) * (np.log(C.shape[1]) - np.log1p(n_u))
+    N = C / np.linalg.norm(C, axis=0, keepdims=True)
+    return kept_top(N.T @ N, k)
+
+
+def rp3beta_lists(C, k, alpha, beta):
+    p_ui = (C / C.sum(axis=1, keepdims=True)) ** alpha
+    p_iu = (C.T / C.sum(axis=0)[:, None]) ** alpha
+    return kept_top((p_iu @ p_ui) / C.sum(axis=0)[None, :] ** beta, k)
+
+
+def oracle_item_knn(C, k, profile=None, similarity="tfidf"):
+    return (C if profile is None else profile) @ knn_lists(C, k, similarity)
+
+
+def oracle_rp3beta(C, k, alpha, beta, profile=None):
+    profile = C if profile is None else profile
+    weights = (profile / profile.sum(axis=1, keepdims=True)) ** alpha
+    return weights @ rp3beta_lists(C, k, alpha, beta)
+
+
+def assert_ranks_like(rec, users, oracle_scores, items_of_column):
+    """Each user's own ranked items (score above the fill) are the oracle's positive
+    scores in order, with the oracle's values."""
+    got, scores = rec.recommend(users, m=len(items_of_column))
+    for row, expected in enumerate(oracle_scores):
+        n = int((expected > 1e-12).sum())
+        order = np.argsort(-expected, kind="stable")[:n]
+        assert_allclose(scores[row, :n], expected[order], rtol=1e-6)
+        assert_allclose(expected[np.searchsorted(items_of_column, got[row, :n])],
+                        scores[row, :n], rtol=1e-6)
+        # the slots after them are the fill, below every ranked item
+        assert (scores[row, n:] < scores[row, :n].min(initial=np.inf)).all()
+
+
+@pytest.mark.parametrize("seed", [2, 3, 6])  # logs without a tie at a k-th neighbour
+@pytest.mark.parametrize("k", [2, 4, 50])
+@pytest.mark.parametrize("similarity", ["cosine", "tfidf"])
+def test_item_knn_equals_a_brute_force_oracle(seed, k, similarity):
+    X = random_log(seed)
+    # a user and an item engaged only before the window change nothing
+    X = pd.concat([frame([(777, 555, 0), (777, 100, 0)]), X])
+    C, users, items = window_matrix(X, 2)
+    rec = ItemKNNRecommender(k, similarity=similarity, window=2).fit(X)
+    assert np.diff(rec.neighbour_indptr_).max() <= k
+    assert_ranks_like(rec, users, oracle_item_knn(C, k, similarity=similarity), items)
+
+
+@pytest.mark.parametrize("seed", [2, 3, 6])  # logs without a tie at a k-th neighbour
+@pytest.mark.parametrize("k, alpha, beta", [(2, 1.0, 0.0), (4, 0.6, 0.5), (50, 1.3, 0.9)])
+def test_rp3beta_equals_a_brute_force_oracle(seed, k, alpha, beta):
+    X = random_log(seed)
+    C, users, items = window_matrix(X, 2)
+    rec = RP3betaRecommender(k, alpha=alpha, beta=beta, window=2, n_jobs=2).fit(X)
+    assert np.diff(rec.neighbour_indptr_).max() <= k
+    assert_ranks_like(rec, users, oracle_rp3beta(C, k, alpha, beta), items)
+
+
+@pytest.mark.parametrize("make", [lambda: ItemKNNRecommender(3, window=2),
+                                  lambda: RP3betaRecommender(3, window=2)])
+def test_neighbours_are_rebuilt_from_the_window_each_chunk(make):
+    X = random_log(3, n_chunks=4)
+    first, rest = X[X.chunk < 3], X[X.chunk == 3]
+    rest = pd.concat([rest, frame([(0, 999, 3), (1, 999, 3), (2, 999, 3)])])
+    updated = make().fit(first).partial_fit(rest)
+    whole = make().fit(pd.concat([first, rest]))
+    assert updated.neighbours_chunk_ == 3
+    users = np.unique(X.user)
+    a, b = updated.recommend(users, m=12), whole.recommend(users, m=12)
+    assert_allclose(a[1], b[1])
+    assert (a[0] == 999).any()  # the new item is folded in
+
+
+@pytest.mark.parametrize("make, oracle", [
+    (lambda: ItemKNNRecommender(4, similarity="cosine", window=2),
+     lambda C, profile: oracle_item_knn(C, 4, profile, similarity="cosine")),
+    (lambda: RP3betaRecommender(4, alpha=1.0, beta=0.5, window=2),
+     lambda C, profile: oracle_rp3beta(C, 4, 1.0, 0.5, profile)),
+])
+def test_neighbour_history_joins_the_users_items(make, oracle):
+    X = random_log(6)
+    rec = make().fit(X)
+    C, users, items = window_matrix(X, 2)
+    user = users[0]
+    own = X[(X.user == user) & (X.chunk > X.chunk.max() - 2)].item.tolist()
+    # a user never seen, with the user's items as history, is ranked as the user
+    assert_array_equal(rec.recommend([-5], m=9, history=[own])[0],
+                       rec.recommend([user], m=9)[0])
+    # each history engagement counts once more; the lists stay the window's
+    profile = C[:1].copy()
+    profile[0, -1] += 2
+    profile[0, 0] += 1
+    history = [[items[-1], items[0], items[-1], 12345]]  # an unknown id is ignored
+    assert_ranks_like(_Request(rec, history), [user], oracle(C, profile), items)
+
+
+class _Request:
+    """``rec`` whose `recommend` passes ``history``."""
+
+    def __init__(self, rec, history):
+        self.rec, self.history = rec, history
+
+    def recommend(self, users, m):
+        return self.rec.recommend(users, m=m, history=self.history)
+
+
+@pytest.mark.parametrize("cls", [ItemKNNRecommender, RP3betaRecommender])
+def test_neighbour_observe_scores_through_the_closed_window(cls):
+    X = random_log(5)
+    rec = cls(4, window=2).fit(X)
+    lists = rec.neighbour_items_
+    user, item, open_chunk = 3, 104, int(X.chunk.max()) + 1
+    expected = rec.recommend([user], m=9, history=[[item, item]])
+    rec.observe(frame([(user, item, open_chunk), (user, item, open_chunk)]))
+    # the open chunk's engagements count as the user's items, as a history would, and
+    # the neighbour lists stay those of the closed window
+    got = rec.recommend([user], m=9)
+    n = int((expected[1][0] > 0).sum())
+    assert_array_equal(got[0][0, :n], expected[0][0, :n])
+    assert_allclose(got[1][0, :n], expected[1][0, :n])
+    assert rec._published().neighbour_items_ is lists
+
+
+@pytest.mark.parametrize("cls, bad, name", [
+    (ItemKNNRecommender, {"n_neighbors": 0}, "n_neighbors"),
+    (ItemKNNRecommender, {"similarity": "jaccard"}, "similarity"),
+    (ItemKNNRecommender, {"B": 2.0}, "B"),
+    (RP3betaRecommender, {"alpha": -1.0}, "alpha"),
+    (RP3betaRecommender, {"beta": "high"}, "beta"),
+    (RP3betaRecommender, {"window": 0}, "window"),
+])
+def test_neighbour_parameters_are_validated(cls, bad, name):
+    with pytest.raises(ValueError, match=f"'{name}' parameter of {cls.__name__}"):
+        cls(**bad).fit(DATA[0])

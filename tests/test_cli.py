@@ -38,6 +38,23 @@ def test_bad_path_and_bad_column_give_one_line(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_reproduce_runs_the_neighbour_baselines(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("pyarrow")
+    log = make_engagements(n_users=300, n_items=400, n_chunks=5, n_interests=4,
+                           n_engagements=5000, random_state=1)
+    path = tmp_path / "fave.csv"
+    np.savetxt(path, np.column_stack([log.user, log.item, log.chunk]), fmt="%d",
+               delimiter=", ", header="user_index, tweet_index, time_chunk", comments="")
+    assert main(["reproduce", "--data", str(path), "--k", "4", "--dim", "8",
+                 "--train-chunks", "3", "--out", str(tmp_path / "out"), "--quiet",
+                 "--baselines", "ItemKNN,RP3beta"]) == 0
+    printed = capsys.readouterr().out
+    for method in ("ItemKNN", "RP3beta"):
+        assert re.search(rf"\| {method} \| \d\.\d{{3}} ± \d\.\d{{4}} \|", printed)
+        assert f"| {method} rolling evaluation |" in printed
+
+
 def test_reproduce_on_a_small_file(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     pytest.importorskip("pyarrow")

@@ -27,8 +27,10 @@ from sklearn_micro import MiCRO
 from sklearn_micro.baselines import (
     ALSRecommender,
     ANNRecommender,
+    ItemKNNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
+    RP3betaRecommender,
 )
 from sklearn_micro.cluster import SphericalKMeans
 from sklearn_micro.embedding import GraphEmbedder
@@ -123,6 +125,8 @@ RECOMMENDERS = [
     RecentItemsRecommender(),
     ANNRecommender(),
     ALSRecommender(n_components=2, iterations=2),
+    ItemKNNRecommender(),
+    RP3betaRecommender(),
 ]
 EMBEDDERS = [GraphEmbedder(n_components=2, iterations=2)]
 

@@ -32,9 +32,11 @@ MICRO_PARTITIONS_KERNEL = (sampler, "sweep_copies")
 MICRO_COMMIT = (MiCRO, "_set_chunk")
 # Baselines: the hook that takes one new chunk, once per chunk.
 BASELINE_CHUNK_STEP = "_update_chunk"
-# Baselines: what recomputes the model from the window (ALS's fold-in, ANN's item vectors).
+# Baselines: what recomputes the model from the window (ALS's fold-in, ANN's item vectors,
+# the neighbour lists).
 BASELINE_KERNEL = {"ALSRecommender": "_fold", "ANNRecommender": "_derive",
-                   "PopularityRecommender": "_derive", "RecentItemsRecommender": "_derive"}
+                   "PopularityRecommender": "_derive", "RecentItemsRecommender": "_derive",
+                   "ItemKNNRecommender": "_neighbours", "RP3betaRecommender": "_neighbours"}
 # Baselines: the commit publishes the new state in one swap of ``__dict__``; it fails there.
 BASELINE_COMMIT_ATTRIBUTE = "__dict__"
 # ---------------------------------------------------------------------------------------------
@@ -174,6 +176,8 @@ BASELINES = {
     "ANNRecommender": (lambda: baselines.ANNRecommender(window=2, method="exact"), _ann_log),
     "ALSRecommender": (lambda: baselines.ALSRecommender(n_components=3, iterations=2,
                                                         window=2, random_state=0), None),
+    "ItemKNNRecommender": (lambda: baselines.ItemKNNRecommender(window=2), None),
+    "RP3betaRecommender": (lambda: baselines.RP3betaRecommender(window=2), None),
 }
 
 

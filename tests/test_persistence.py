@@ -14,8 +14,10 @@ from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans
 from sklearn_micro.baselines import (
     ALSRecommender,
     ANNRecommender,
+    ItemKNNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
+    RP3betaRecommender,
 )
 from sklearn_micro.model_selection._rolling import _final_recommender, _partial_fit
 from sklearn_micro.persistence import TRUSTED_TYPES, IncompatibleVersionError, dump, load
@@ -47,6 +49,8 @@ FACTORIES = {
         ("ann", ANNRecommender(method="exact", random_state=0)),
     ]).fit(X_TRAIN),
     "als": lambda: ALSRecommender(n_components=4, iterations=3, random_state=0).fit(X_TRAIN),
+    "item-knn": lambda: ItemKNNRecommender(window=2).fit(X_TRAIN),
+    "rp3beta": lambda: RP3betaRecommender(window=2).fit(X_TRAIN),
 }
 
 

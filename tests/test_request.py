@@ -14,8 +14,10 @@ from sklearn_micro import MiCRO
 from sklearn_micro.baselines import (
     ALSRecommender,
     ANNRecommender,
+    ItemKNNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
+    RP3betaRecommender,
 )
 from sklearn_micro.utils.estimator_checks import FixedEmbedder, make_log, state_differences
 
@@ -48,6 +50,8 @@ def _baseline(name):
                                        ("ann", ANNRecommender(window=2, method="exact"))]),
         "als": lambda: ALSRecommender(n_components=4, iterations=3, window=2,
                                       random_state=0),
+        "item-knn": lambda: ItemKNNRecommender(window=2),
+        "rp3beta": lambda: RP3betaRecommender(window=2),
     }[name]
     est = factory().fit(X_TRAIN)
     if isinstance(est, Pipeline):
@@ -56,7 +60,7 @@ def _baseline(name):
 
 
 BASELINES = {name: _baseline(name) for name in ("popularity", "recent-items", "ann-exact",
-                                                "als")}
+                                                "als", "item-knn", "rp3beta")}
 ALL = {**MODELS, **BASELINES}
 USERS = np.concatenate([np.unique(X_TRAIN.user)[:8],
                         np.setdiff1d(np.unique(X_NEXT.user), X_TRAIN.user)[:2],

@@ -1,4 +1,5 @@
-"""Baseline recommenders: popularity, a user's recent items, ANN on user vectors and ALS.
+"""Baseline recommenders: popularity, a user's recent items, ANN on user vectors, ALS,
+item-kNN and RP3beta.
 
 All of them follow the recommender protocol of `RecommenderMixin` and share one rule for
 ties and empty slots: items of equal score are ordered by the latest chunk's popularity
@@ -8,6 +9,7 @@ item the method ranked itself. A user never seen gets that popularity ranking. T
 of a recommender is its last ``window`` chunks.
 """
 
+from ._neighbours import ItemKNNRecommender, RP3betaRecommender
 from ._recommenders import (
     ALSRecommender,
     ANNRecommender,
@@ -18,6 +20,8 @@ from ._recommenders import (
 __all__ = [
     "ALSRecommender",
     "ANNRecommender",
+    "ItemKNNRecommender",
     "PopularityRecommender",
+    "RP3betaRecommender",
     "RecentItemsRecommender",
 ]

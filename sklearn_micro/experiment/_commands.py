@@ -33,7 +33,8 @@ __all__ = ["CHUNKING_ATTRIBUTE", "METHODS", "Chunking", "CommandError", "LogColu
 CHUNKING_ATTRIBUTE = "chunking_"
 
 #: ``fit --method``: the estimator's defaults, the paper's exact model and the baselines.
-METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS")
+METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS", "ItemKNN",
+           "RP3beta")
 
 # users ranked by one recommend call of `recommend_command`
 _BLOCK_USERS = 4096
@@ -390,8 +391,10 @@ def method_estimator(method: str, *, n_interests, n_components: int, random_stat
     from ..baselines import (
         ALSRecommender,
         ANNRecommender,
+        ItemKNNRecommender,
         PopularityRecommender,
         RecentItemsRecommender,
+        RP3betaRecommender,
     )
     from ..cluster import SphericalKMeans
     from ..embedding import GraphEmbedder
@@ -402,6 +405,10 @@ def method_estimator(method: str, *, n_interests, n_components: int, random_stat
         return PopularityRecommender()
     if method == "RecentItems":
         return RecentItemsRecommender()
+    if method == "ItemKNN":
+        return ItemKNNRecommender(n_jobs=n_jobs)
+    if method == "RP3beta":
+        return RP3betaRecommender(n_jobs=n_jobs)
     if method == "ALS":
         return ALSRecommender(n_components, **common)
     embed = ("embed", GraphEmbedder(n_components, verbose=verbose, **common))

@@ -29,8 +29,10 @@ from .._parallel import active_client, resolve_n_jobs
 from ..baselines import (
     ALSRecommender,
     ANNRecommender,
+    ItemKNNRecommender,
     PopularityRecommender,
     RecentItemsRecommender,
+    RP3betaRecommender,
 )
 from ..cluster import SphericalKMeans
 from ..embedding import GraphEmbedder
@@ -44,8 +46,9 @@ __all__ = ["BASELINES", "METHODS", "Stages", "compact_chunks", "compact_log", "c
            "load_checkpoint", "plot_per_chunk", "prequential_table", "results_table",
            "run_experiment", "split_chunks"]
 
-METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS")
-BASELINES = ("ANN", "Popularity", "RecentItems", "ALS")
+METHODS = ("MiCRO", "MiCRO (paper)", "ANN", "Popularity", "RecentItems", "ALS", "ItemKNN",
+           "RP3beta")
+BASELINES = ("ANN", "Popularity", "RecentItems", "ALS", "ItemKNN", "RP3beta")
 # the array the embedding's and ANN's checkpoints share, saved once
 _USER_VECTORS = "user vectors"
 
@@ -266,6 +269,10 @@ def run_experiment(
                     return PopularityRecommender().fit(train)
                 if name == "RecentItems":
                     return RecentItemsRecommender().fit(train)
+                if name == "ItemKNN":
+                    return ItemKNNRecommender(n_jobs=n_jobs).fit(train)
+                if name == "RP3beta":
+                    return RP3betaRecommender(n_jobs=n_jobs).fit(train)
                 return ALSRecommender(n_components, random_state=random_state,
                                       n_jobs=n_jobs).fit(train)
 
