@@ -57,7 +57,7 @@ from uuid import uuid4
 import numpy as np
 
 from ._parallel import active_client
-from ._request import is_aligned, parse_request
+from ._request import parse_request
 
 logger = logging.getLogger(__name__)
 
@@ -351,17 +351,13 @@ def _map_recommender(client, recommender, function, blocks, *, exclude_seen: boo
     return results
 
 
-def _recommend_block(recommender, users, m, exclude_seen, request=None):
-    return recommender.recommend(users, m, exclude_seen=exclude_seen, **(request or {}))
-
-
-def _request_block(request: dict, lo: int, hi: int) -> dict | None:
-    """The request's arguments for the users ``lo:hi``: lists aligned with the users are
-    sliced, flat ones travel whole."""
-    if not request:
-        return None
-    return {name: value[lo:hi] if is_aligned(value) else value
-            for name, value in request.items()}
+def _recommend_block(recommender, users, m, exclude_seen, request):
+    """`recommend` of a block of users on a worker, from the request parsed on the client
+    (`Request.block`): the model's own steps after its checks, which the client ran."""
+    model = recommender._published()
+    user_index, seen = model._users_and_seen(users, exclude_seen)
+    items, scores = model._answer(user_index, int(m), seen, request, exclude_seen)
+    return model._external_items(items), scores
 
 
 def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool = False,
@@ -396,24 +392,25 @@ def recommend_on_cluster(recommender, users, m: int = 100, *, exclude_seen: bool
     if client is None:
         raise ValueError("recommend_on_cluster needs a Dask client: give client= or call it "
                          "inside joblib.parallel_config(backend='dask'); got neither.")
-    users = np.asarray(users)
-    # validates m and exclude_seen here, not on a worker
-    empty = recommender.recommend(users.reshape(-1)[:0], m, exclude_seen=exclude_seen)
-    if users.ndim == 0:
-        users = users.reshape(1)
-    if users.ndim != 1:
-        raise ValueError(f"users must be a 1-D array of user ids; got shape {users.shape}.")
-    request = {name: value for name, value in
-               (("exclude", exclude), ("allow", allow), ("history", history))
-               if value is not None}
-    # the lists are checked here too, before any block leaves
-    parse_request(recommender.item_ids_, users.shape[0], **request)
+    model = recommender._published()
+    users = model._check_recommend(users, m, exclude_seen)
+    request = parse_request(model.item_ids_, users.shape[0], exclude=exclude, allow=allow,
+                            history=history)
+    return recommend_parsed_on_cluster(model, users, m, exclude_seen, request, client,
+                                       max_users=max_users)
+
+
+def recommend_parsed_on_cluster(model, users, m, exclude_seen, request, client, *,
+                                max_users: int = 1 << 14):
+    """`recommend_on_cluster` once ``users``, ``m`` and the request are checked and parsed
+    (``recommend`` does both before it comes here): the blocks carry the parsed request's
+    rows (`Request.block`), which the workers use as they are."""
     if users.size == 0:
-        return empty
-    blocks = [(users[lo:hi], m, exclude_seen, _request_block(request, lo, hi))
+        return model._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
+    blocks = [(users[lo:hi], m, exclude_seen, request.block(lo, hi))
               for lo, hi in _blocks(client, users.shape[0], smallest=_MIN_BLOCK_USERS,
                                     largest=max_users)]
-    results = _map_recommender(client, recommender, _recommend_block, blocks,
+    results = _map_recommender(client, model, _recommend_block, blocks,
                                exclude_seen=exclude_seen, name="recommend",
                                what=f"recommend of {users.shape[0]} users")
     return (np.concatenate([items for items, _ in results]),

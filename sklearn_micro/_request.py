@@ -55,6 +55,17 @@ class ItemLists:
         """The lists of ``rows`` (positions among this one's rows)."""
         return ItemLists(self.lo[rows], self.hi[rows], self.items)
 
+    def block(self, lo: int, hi: int) -> ItemLists:
+        """The lists of the rows ``lo:hi``, holding only their own items (a flat list
+        stays one list): what a block of a request carries to a worker."""
+        if self.is_flat:
+            items = self.flat_items()
+            n = hi - lo
+            return ItemLists(np.zeros(n, np.int64), np.full(n, items.shape[0], np.int64),
+                             items.copy())
+        indptr, items = self.rows(np.arange(lo, hi)).csr()
+        return ItemLists(indptr[:-1].copy(), indptr[1:].copy(), items)
+
     def csr(self) -> tuple[np.ndarray, np.ndarray]:
         """``(indptr, items)``: every row's items in a CSR of its own."""
         indptr = np.zeros(self.n_rows + 1, np.int64)
@@ -80,6 +91,11 @@ class Request:
 
     def rows(self, rows: np.ndarray) -> Request:
         return Request(*(None if lists is None else lists.rows(rows)
+                         for lists in (self.exclude, self.allow, self.history)))
+
+    def block(self, lo: int, hi: int) -> Request:
+        """The request of the rows ``lo:hi``, with only their items (`ItemLists.block`)."""
+        return Request(*(None if lists is None else lists.block(lo, hi)
                          for lists in (self.exclude, self.allow, self.history)))
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._dask import recommend_on_cluster
+from ._dask import recommend_parsed_on_cluster
 from ._kernels import csr
 from ._log import as_ids, check_log, distinct
 from ._parallel import active_client
@@ -270,9 +270,8 @@ class RecommenderMixin:
             return model._external_items(np.empty((0, int(m)), np.int64)), np.empty((0, int(m)))
         client = active_client()
         if client is not None:
-            return recommend_on_cluster(model, users, m, exclude_seen=exclude_seen,
-                                        exclude=exclude, allow=allow, history=history,
-                                        client=client)
+            return recommend_parsed_on_cluster(model, users, m, exclude_seen, request,
+                                               client)
         user_index, seen = model._users_and_seen(users, exclude_seen)
         items, scores = model._answer(user_index, int(m), seen, request, exclude_seen)
         return model._external_items(items), scores

@@ -45,3 +45,21 @@ def test_recommend_on_the_cluster_takes_filters_and_history(client):
     assert_array_equal(got[1], want[1])
     with pytest.raises(ValueError, match="history must be a list of item-id lists"):
         recommend_on_cluster(model, users, 6, history=[1, 2], client=client)
+
+
+def test_recommend_on_the_cluster_answers_with_the_open_chunk(client):
+    X_train, X_next = make_log(seed=5, as_frame=True)
+    items = np.unique(X_train.item)
+    model = MiCRO(personal=0.3, live_weight=4.0, random_state=0).fit(
+        X_train, item_interest=(items, items % 3))
+    first = X_next[X_next.chunk == X_next.chunk.min()]
+    model.observe(first.iloc[: len(first) // 2])
+    users = np.concatenate([np.unique(first.user)[:12], [10**12]])
+    history = [[int(first.item.iloc[r])] for r in range(len(users))]
+    want = model.recommend(users, 8, history=history)
+    assert not np.array_equal(want[0], model.set_params(live_weight=0.0).recommend(
+        users, 8, history=history)[0])  # the open chunk changes these answers
+    model.set_params(live_weight=4.0)
+    got = recommend_on_cluster(model, users, 8, history=history, client=client, max_users=4)
+    assert_array_equal(got[0], want[0])
+    assert_array_equal(got[1], want[1])
