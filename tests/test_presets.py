@@ -7,13 +7,8 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_micro import MiCRO, cli
-from sklearn_micro.datasets import (
-    PRESETS,
-    iter_preset,
-    preset_parameters,
-    read_log,
-    write_preset,
-)
+from sklearn_micro.datasets import iter_preset, preset_parameters, read_log, write_preset
+from sklearn_micro.datasets._presets import PRESETS
 from sklearn_micro.experiment import Stages
 
 

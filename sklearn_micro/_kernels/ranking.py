@@ -6,10 +6,12 @@ at equal scores, when its ``tie_key`` is lower (the latest chunk's popularity ra
 seen by the user (``seen_items[seen_indptr[r]:seen_indptr[r + 1]]``, sorted) are skipped.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from .selection import is_seen, sampled_cut, select, worse
+from .selection import Heap, is_seen, sampled_cut, select, worse
 
 
 @njit(cache=True, nogil=True)
@@ -102,10 +104,42 @@ def _exact_dot(queries, r, vectors, j):
     return np.float32((s0 + s1) + (s2 + s3))
 
 
+class Scored(NamedTuple):
+    """What the exact search scores (IN): the rows' query vectors, the candidates' vectors
+    (row ``j`` for the candidate ``candidates[j]``, a global item index) and each item's
+    tie-break key (the lower ranks first at equal scores)."""
+
+    queries: np.ndarray
+    vectors: np.ndarray
+    candidates: np.ndarray
+    tie_key: np.ndarray
+
+
+class Pending(NamedTuple):
+    """Each row's candidates waiting to be scored exactly (IN/OUT): its cut (the bound
+    under which a candidate cannot enter its top m), and the buffered candidates'
+    positions, approximate scores and number."""
+
+    cut: np.ndarray
+    buf: np.ndarray
+    buf_score: np.ndarray
+    buf_n: np.ndarray
+
+
+class TopM(NamedTuple):
+    """Each row's ranked list so far (IN/OUT): ``items[r, :n[r]]`` and their ``scores``,
+    best first."""
+
+    items: np.ndarray
+    scores: np.ndarray
+    n: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch):
+def _raise_cut(r, pending, margin, m, scratch):
     """Raise row ``r``'s cut to the m-th best approximate score of its buffer less
     ``margin`` (when it holds m), and drop the buffered candidates below the cut."""
+    cut, buf, buf_score, buf_n = pending
     n = buf_n[r]
     if n >= m:
         scratch[:n] = buf_score[r, :n]
@@ -123,15 +157,20 @@ def _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch):
 
 
 @njit(cache=True, nogil=True)
-def _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
-                  out_items, out_scores, out_n, hs, hp, hi):
+def _score_buffer(r, scored, pending, top, heap):
     """Score row ``r``'s buffered candidates at or above its cut exactly, rank them with
     the row's list so far (best first, ties to the lower ``tie_key``), keep the top m and
     empty the buffer.
 
-    The candidates are scored in the buffer's order (mostly by position, so the vectors
-    are read nearly in order) and sorted by score; an insertion sort in the ranking order
-    (`topm._worse`, with ``-tie_key`` as the popularity) then moves only ties."""
+    IN ``scored`` (`Scored`); IN/OUT ``pending`` (`Pending`), ``top`` (`TopM`); ``heap``
+    (`selection.Heap`, room for the buffer and m) is scratch. The candidates are scored in
+    the buffer's order (mostly by position, so the vectors are read nearly in order) and
+    sorted by score; an insertion sort in the ranking order (`selection.worse`, with
+    ``-tie_key`` as the popularity) then moves only ties."""
+    queries, vectors, candidates, tie_key = scored
+    cut, buf, buf_score, buf_n = pending
+    out_items, out_scores, out_n = top
+    hs, hp, hi = heap
     m = out_items.shape[1]
     n = 0
     for t in range(out_n[r]):  # the list so far (an overfull buffer scored before)
@@ -169,15 +208,19 @@ def _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score,
 
 
 @njit(cache=True, nogil=True)
-def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_seen, cut,
-             queries, vectors, tie_key, buf, buf_score, buf_n, out_items, out_scores, out_n,
-             hs, hp, hi, scratch):
-    """Buffer row ``r``'s candidates of a block whose approximate score is at least
-    ``low`` and the row's cut, and below ``high`` (NaN: no upper bound, so that a product
-    that overflows to +inf is kept), seen items left out. A full buffer
-    raises the cut (`_raise_cut`); one that stays over half full (scores within the
-    margin of each other) is scored into the top-m (`_score_buffer`)."""
-    m = out_items.shape[1]
+def _collect(r, row, first, low, high, margin, seen, scored, pending, top, heap, scratch):
+    """Buffer row ``r``'s candidates of a block (``row``: their approximate scores, the
+    candidates ``first:first + row.shape[0]``) whose approximate score is at least ``low``
+    and the row's cut, and below ``high`` (NaN: no upper bound, so that a product that
+    overflows to +inf is kept), seen items (``seen``, `selection.ItemRows`) left out. A
+    full buffer raises the cut (`_raise_cut`); one that stays over half full (scores
+    within the margin of each other) is scored into the top-m (`_score_buffer`).
+    IN/OUT ``pending``, ``top``; ``heap`` and ``scratch`` are scratch."""
+    candidates = scored.candidates
+    cut, buf, buf_score, buf_n = pending
+    seen_indptr, seen_items = seen
+    lo, hi_seen = seen_indptr[r], seen_indptr[r + 1]
+    m = top.items.shape[1]
     cap = buf.shape[1]
     c = max(low, cut[r])
     for jj in range(row.shape[0]):
@@ -188,10 +231,9 @@ def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_se
         if hi_seen > lo and is_seen(seen_items, lo, hi_seen, candidates[j]):
             continue
         if buf_n[r] == cap:
-            _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
+            _raise_cut(r, pending, margin, m, scratch)
             if 2 * buf_n[r] > cap:
-                _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score,
-                              buf_n, out_items, out_scores, out_n, hs, hp, hi)
+                _score_buffer(r, scored, pending, top, heap)
             c = max(low, cut[r])
             if not s >= c:
                 continue
@@ -202,17 +244,18 @@ def _collect(r, row, first, low, high, candidates, margin, seen_items, lo, hi_se
 
 
 @njit(cache=True, nogil=True)
-def prefilter_block(block_scores, first, queries, vectors, candidates, margin, tie_key,
-                    seen_indptr, seen_items, sample, cut, buf, buf_score, buf_n,
-                    out_items, out_scores, out_n):
+def prefilter_block(block_scores, first, scored, margin, seen, sample, pending, top):
     """Take a block of approximate scores (rows x candidates ``first:first + width``):
     keep, for each row, the candidates that may still be in its exact top-m.
 
-    ``block_scores`` are float32 products, each within ``margin / 2`` of the exact score.
-    A candidate whose approximate score is below the m-th best of m candidates less
-    ``margin`` is strictly worse, exactly, than those m: it is dropped. A row's ``cut``
-    holds that bound (-inf until it has m candidates); the candidates at or above it wait
-    in ``buf`` (positions and approximate scores), raising it when the buffer fills.
+    IN ``block_scores``, ``first``, ``scored`` (`Scored`), ``margin``, ``seen``
+    (`selection.ItemRows`, each row's seen items), ``sample``; IN/OUT ``pending``
+    (`Pending`) and ``top`` (`TopM`). ``block_scores`` are float32 products, each within
+    ``margin / 2`` of the exact score. A candidate whose approximate score is below the
+    m-th best of m candidates less ``margin`` is strictly worse, exactly, than those m: it
+    is dropped. A row's ``cut`` holds that bound (-inf until it has m candidates); the
+    candidates at or above it wait in ``buf`` (positions and approximate scores), raising
+    it when the buffer fills.
 
     A row's first block is first read at about ``sample`` even strides for a guess of the
     score about twice the m (and the user's seen items) reach (`sampled_cut`): only the
@@ -220,40 +263,36 @@ def prefilter_block(block_scores, first, queries, vectors, candidates, margin, t
     second pass unless the cut rises to that bound, so the guess saves work without
     changing the answer. `prefilter_finish` scores what is left once every block is taken.
     """
-    m = out_items.shape[1]
+    cut, buf, buf_score, buf_n = pending
+    seen_indptr = seen.indptr
+    m = top.items.shape[1]
     cap = buf.shape[1]
-    hs = np.empty(cap + m, np.float32)
-    hp = np.empty(cap + m, np.int64)
-    hi = np.empty(cap + m, np.int64)
+    heap = Heap(np.empty(cap + m, np.float32), np.empty(cap + m, np.int64),
+                np.empty(cap + m, np.int64))
     scratch = np.empty(max(cap + m, 2 * sample + 2), np.float32)
     for r in range(block_scores.shape[0]):
-        lo = seen_indptr[r]
-        hi_seen = seen_indptr[r + 1]
+        n_seen = seen_indptr[r + 1] - seen_indptr[r]
         row = block_scores[r]
         start = -np.inf
-        if cut[r] == -np.inf and buf_n[r] == 0 and out_n[r] == 0:
-            guess = sampled_cut(row, row.shape[0], m, m + hi_seen - lo, sample, scratch)
+        if cut[r] == -np.inf and buf_n[r] == 0 and top.n[r] == 0:
+            guess = sampled_cut(row, row.shape[0], m, m + n_seen, sample, scratch)
             start = guess - margin
-        _collect(r, row, first, start, np.nan, candidates, margin, seen_items, lo, hi_seen,
-                 cut, queries, vectors, tie_key, buf, buf_score, buf_n, out_items,
-                 out_scores, out_n, hs, hp, hi, scratch)
-        _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
+        _collect(r, row, first, start, np.nan, margin, seen, scored, pending, top, heap,
+                 scratch)
+        _raise_cut(r, pending, margin, m, scratch)
         if start > cut[r]:  # the guess kept too few: the candidates below it too
-            _collect(r, row, first, -np.inf, start, candidates, margin, seen_items, lo,
-                     hi_seen, cut, queries, vectors, tie_key, buf, buf_score, buf_n,
-                     out_items, out_scores, out_n, hs, hp, hi, scratch)
-            _raise_cut(r, cut, margin, buf, buf_score, buf_n, m, scratch)
+            _collect(r, row, first, -np.inf, start, margin, seen, scored, pending, top,
+                     heap, scratch)
+            _raise_cut(r, pending, margin, m, scratch)
 
 
 @njit(cache=True, nogil=True)
-def prefilter_finish(queries, vectors, candidates, tie_key, cut, buf, buf_score, buf_n,
-                     out_items, out_scores, out_n):
-    """Score the candidates `prefilter_block` kept exactly into each row's top-m."""
-    m = out_items.shape[1]
-    cap = buf.shape[1]
-    hs = np.empty(cap + m, np.float32)
-    hp = np.empty(cap + m, np.int64)
-    hi = np.empty(cap + m, np.int64)
-    for r in range(buf.shape[0]):
-        _score_buffer(r, cut, queries, vectors, candidates, tie_key, buf, buf_score, buf_n,
-                      out_items, out_scores, out_n, hs, hp, hi)
+def prefilter_finish(scored, pending, top):
+    """Score the candidates `prefilter_block` kept exactly into each row's top-m: IN
+    ``scored`` (`Scored`), IN/OUT ``pending`` (`Pending`) and ``top`` (`TopM`)."""
+    m = top.items.shape[1]
+    cap = pending.buf.shape[1]
+    heap = Heap(np.empty(cap + m, np.float32), np.empty(cap + m, np.int64),
+                np.empty(cap + m, np.int64))
+    for r in range(pending.buf.shape[0]):
+        _score_buffer(r, scored, pending, top, heap)

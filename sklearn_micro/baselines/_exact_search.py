@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels.ranking import prefilter_block, prefilter_finish
-from .._kernels.selection import CUT_SAMPLE
+from .._kernels.ranking import Pending, Scored, TopM, prefilter_block, prefilter_finish
+from .._kernels.selection import CUT_SAMPLE, ItemRows
 from ..base import csr_rows
 
 __all__ = ["BLOCK_SCORES", "BUFFERED", "ITEM_BLOCK", "exact_top_m", "exact_top_m_of_rows",
@@ -66,13 +66,14 @@ def exact_top_m(queries, vectors, candidates, tie_key, seen_indptr, seen_items,
         buf = np.empty((u1 - u0, BUFFERED * m), np.int64)
         buf_score = np.empty(buf.shape, np.float32)
         buf_n = np.zeros(u1 - u0, np.int64)
-        outs = out_items[u0:u1], out_scores[u0:u1], out_n[u0:u1]
+        top = TopM(out_items[u0:u1], out_scores[u0:u1], out_n[u0:u1])
+        scored = Scored(rows, vectors, candidates, tie_key)
+        pending = Pending(cut, buf, buf_score, buf_n)
         for i0 in range(0, n_c, item_block):
             i1 = min(n_c, i0 + item_block)
-            prefilter_block(rows @ vectors[i0:i1].T, i0, rows, vectors, candidates, margin,
-                            tie_key, *seen, CUT_SAMPLE, cut, buf, buf_score, buf_n, *outs)
-        prefilter_finish(rows, vectors, candidates, tie_key, cut, buf, buf_score, buf_n,
-                         *outs)
+            prefilter_block(rows @ vectors[i0:i1].T, i0, scored, margin, ItemRows(*seen),
+                            CUT_SAMPLE, pending, top)
+        prefilter_finish(scored, pending, top)
 
     starts = range(0, n_q, user_block)
     if n_threads <= 1 or n_q <= user_block:
