@@ -490,7 +490,9 @@ def test_fit_says_what_it_chose_when_verbose(capsys):
     assert lines[1].startswith(
         f"[MiCRO] fit: personal weight {model.personal_weight_}, popularity weight "
         f"{model.popularity_weight_} chosen in ")
-    MiCRO(personal=0, popularity=0, phi_decay=0, random_state=0, verbose=1).fit(
+    assert lines[2].startswith(f"[MiCRO] fit: live weight {model.live_weight_} chosen in ")
+    MiCRO(personal=0, popularity=0, phi_decay=0, live_weight=0, random_state=0,
+          verbose=1).fit(
         log, item_interest=_interests_of(log, 4))
     assert capsys.readouterr().out == ""
 
