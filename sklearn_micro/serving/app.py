@@ -41,7 +41,7 @@ from .validation import (
 
 __all__ = ["Service", "create_app", "state_dir_of"]
 
-log = logging.getLogger("sklearn_micro.serving")
+logger = logging.getLogger("sklearn_micro.serving")
 
 _SUFFIXES = (".skops", ".pkl", ".pickle")
 EVENT_LOG = "events.sqlite3"
@@ -78,7 +78,7 @@ def choose_model(model_path: Path, snapshots: Snapshots) -> ServedModel:
                 f"the snapshot {str(path)!r} cannot be served: {exc} Move the folder "
                 f"{str(snapshots.folder)!r} away to serve {str(model_path)!r}.") from None
         except Exception as exc:  # noqa: BLE001
-            log.warning("passing over the snapshot %s, which cannot be read: %s", path, exc)
+            logger.warning("passing over the snapshot %s, which cannot be read: %s", path, exc)
     return base
 
 
@@ -314,7 +314,7 @@ def create_app(model_path=None, *, service: Service | None = None, **options) ->
             except RequestError as exc:
                 response = _error(exc)
             except Exception:  # noqa: BLE001  (a bug: logged, answered, the server goes on)
-                log.exception("%s failed", name)
+                logger.exception("%s failed", name)
                 response = _json({"error": "internal error; see the server's log",
                                   "field": None}, 500)
             latency.observe(time.perf_counter() - start)

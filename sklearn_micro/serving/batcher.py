@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["Batcher"]
 
-log = logging.getLogger("sklearn_micro.serving")
+logger = logging.getLogger("sklearn_micro.serving")
 
 
 class Batcher:
@@ -139,7 +139,7 @@ class Batcher:
                     answers = [exc]
                 else:
                     self.n_fallbacks += 1
-                    log.warning("a batched call of %d requests (%s) failed, so they are "
+                    logger.warning("a batched call of %d requests (%s) failed, so they are "
                                 "answered one by one: %s: %s", len(requests),
                                 requests[0].key()[0], type(exc).__name__, exc)
                     if self.on_fallback is not None:

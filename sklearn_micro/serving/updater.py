@@ -39,7 +39,7 @@ from .validation import as_id_array
 
 __all__ = ["Updater"]
 
-log = logging.getLogger("sklearn_micro.serving")
+logger = logging.getLogger("sklearn_micro.serving")
 
 MAX_RETRY_SECONDS = 60.0
 
@@ -49,7 +49,7 @@ async def failpoint(name: str, chunk: int) -> None:
     names it (see the module's docstring); return at once otherwise."""
     wait = worker.failpoint_seconds(name)
     if wait:
-        log.warning("failpoint %s of chunk %d: waiting %.1f s", name, chunk, wait)
+        logger.warning("failpoint %s of chunk %d: waiting %.1f s", name, chunk, wait)
         await asyncio.sleep(wait)
 
 
@@ -130,7 +130,7 @@ class Updater:
                 failures += 1
                 wait = min(MAX_RETRY_SECONDS, self.retry_seconds * 2 ** (failures - 1))
                 message = str(exc) or type(exc).__name__
-                log.error("closing chunk %s failed (%d times): %s; trying again in %.1f s",
+                logger.error("closing chunk %s failed (%d times): %s; trying again in %.1f s",
                           chunk, failures, message, wait)
                 self.last_error = {"chunk": chunk, "error": message, "failures": failures,
                                    "retry_in_seconds": wait,
@@ -142,7 +142,7 @@ class Updater:
                 self.last_seconds = time.perf_counter() - start
                 self.service.metrics.updates.labels("applied").inc()
                 self.service.metrics.update_seconds.observe(self.last_seconds)
-                log.info("chunk %s is live (%.1f s)", chunk, self.last_seconds)
+                logger.info("chunk %s is live (%.1f s)", chunk, self.last_seconds)
 
     async def _apply(self, chunk: int) -> None:
         loop = asyncio.get_running_loop()
@@ -197,7 +197,7 @@ class Updater:
             self._handoff[1].unlink(missing_ok=True)
         self._handoff = (served, handoff) if handoff.exists() else None
         await loop.run_in_executor(self._io, self._forget, chunk)
-        log.info("chunk %s: %s", chunk, ", ".join(f"{name} in {seconds:.2f} s"
+        logger.info("chunk %s: %s", chunk, ", ".join(f"{name} in {seconds:.2f} s"
                                                 for name, seconds in steps.items()))
 
     def _forget(self, chunk: int) -> None:
@@ -231,7 +231,7 @@ class Updater:
         answer = json.loads(line)
         if not answer["ok"]:
             raise UpdateFailed(answer["error"])
-        log.debug("update: %s", answer)
+        logger.debug("update: %s", answer)
 
     async def _start_worker(self) -> None:
         """Start the update process (it imports while the service answers)."""
