@@ -219,7 +219,7 @@ def test_the_fallback_counter_counts_the_batchers_fallbacks():
     that raised, none for a request alone whose call raised."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sklearn_micro.serving.batcher import Batcher
+    from sklearn_micro.serving.batcher import Batcher, QueuedRequest
     from sklearn_micro.serving.telemetry import Metrics
     from sklearn_micro.serving.validation import RecommendRequest
 
@@ -231,12 +231,52 @@ def test_the_fallback_counter_counts_the_batchers_fallbacks():
         return [r.users for r in requests]
 
     batcher = Batcher(answer, ThreadPoolExecutor(1), on_fallback=metrics.batch_fallbacks.inc)
-    got = batcher._answer_all([(None, RecommendRequest(users=[u], m=1), None, 0)
+    got = batcher._answer_all([QueuedRequest(None, RecommendRequest(users=[u], m=1), None, 0)
                                for u in (1, 2, 0)])
     assert got[:2] == [[1], [2]] and isinstance(got[2], ValueError)
-    assert batcher._answer_all([(None, RecommendRequest(users=[0], m=1), None, 0)])
+    assert batcher._answer_all([QueuedRequest(None, RecommendRequest(users=[0], m=1), None,
+                                              0)])
     assert batcher.n_fallbacks == 1
     assert "micro_batch_fallbacks_total 1.0" in metrics.text().decode()
+
+
+def test_requests_unanswered_when_the_batcher_stops_are_cancelled():
+    """One request in a model call that does not return, one queued behind it: stopping
+    the batcher cancels both (their ``submit`` raises CancelledError rather than waiting
+    for ever), and a request submitted after the stop is cancelled at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sklearn_micro.serving.batcher import Batcher
+    from sklearn_micro.serving.validation import RecommendRequest
+
+    entered, release = threading.Event(), threading.Event()
+
+    def answer(model, requests):
+        entered.set()
+        release.wait(10)
+        return [r.users for r in requests]
+
+    async def scenario():
+        executor = ThreadPoolExecutor(1)
+        batcher = Batcher(answer, executor)
+        batcher.start()
+        in_call = asyncio.ensure_future(batcher.submit(None, RecommendRequest([1], 1)))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        queued = asyncio.ensure_future(batcher.submit(None, RecommendRequest([2], 2)))
+        await asyncio.sleep(0)
+        assert len(batcher._pending) == 1
+        await batcher.stop()
+        release.set()
+        executor.shutdown(wait=True)
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(in_call, queued, batcher.submit(None, RecommendRequest([3], 1)),
+                           return_exceptions=True), 5)
+        return outcomes, batcher
+
+    outcomes, batcher = asyncio.run(scenario())
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes
+    assert not batcher._pending
 
 
 ITEMS = sorted(X_NEXT.item.unique().tolist())[:6] + [77777]

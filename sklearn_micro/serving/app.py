@@ -29,7 +29,9 @@ from .telemetry import LiveMetrics, Metrics
 from .updater import Updater
 from .validation import (
     Limits,
+    RecommendRequest,
     RequestError,
+    SimilarRequest,
     parse_chunk,
     parse_close,
     parse_engagements,
@@ -182,9 +184,12 @@ class Service:
 
     @staticmethod
     def _answer(model: ServedModel, requests: list) -> list:
-        if requests[0].key()[0] == "recommend":
+        if isinstance(requests[0], RecommendRequest):
             return model.recommend(requests)
-        return model.similar(requests)
+        if isinstance(requests[0], SimilarRequest):
+            return model.similar(requests)
+        raise TypeError(f"the batcher answers RecommendRequest and SimilarRequest; got "
+                        f"{type(requests[0]).__name__}.")
 
     def _on_batch(self, n_requests: int, n_rows: int) -> None:
         self.metrics.batch_requests.observe(n_requests)

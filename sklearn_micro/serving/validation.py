@@ -9,6 +9,7 @@ Nothing here touches a model: the id kinds and the limits are handed in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import orjson
@@ -69,6 +70,9 @@ class Limits:
 
 @dataclass(frozen=True)
 class RecommendRequest:
+    """A ``/recommend`` request, parsed and checked (`parse_recommend`)."""
+
+    endpoint: ClassVar[str] = "recommend"
     users: list
     m: int
     exclude_seen: bool = False
@@ -81,7 +85,7 @@ class RecommendRequest:
 
     def key(self) -> tuple:
         """Requests of equal keys are answered together by one call."""
-        return ("recommend", self.m, self.exclude_seen, self.exclude is None,
+        return (self.endpoint, self.m, self.exclude_seen, self.exclude is None,
                 self.allow is None, self.history is None)
 
     @property
@@ -91,6 +95,9 @@ class RecommendRequest:
 
 @dataclass(frozen=True)
 class SimilarRequest:
+    """A ``/similar`` request, parsed and checked (`parse_similar`)."""
+
+    endpoint: ClassVar[str] = "similar"
     items: list
     m: int
     exclude: list | None = None
@@ -99,7 +106,7 @@ class SimilarRequest:
     allow_rows: bool = False
 
     def key(self) -> tuple:
-        return ("similar", self.m, self.exclude is None, self.allow is None)
+        return (self.endpoint, self.m, self.exclude is None, self.allow is None)
 
     @property
     def n(self) -> int:
