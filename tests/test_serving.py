@@ -534,6 +534,25 @@ def _check_saved_then_swapped_in(client, micro, model_file):
     assert "micro_updates_total{outcome=\"applied\"} 2.0" in client.get("/metrics").text
 
 
+def test_update_job_and_reply_travel_as_one_json_line_each(tmp_path):
+    """What the service sends the update process, and its answers, come back equal from
+    their JSON lines (paths as paths)."""
+    from sklearn_micro.serving.worker import UpdateJob, UpdateReply
+
+    job = UpdateJob(base=tmp_path / "micro.skops", base_format="skops",
+                    chunk_file=tmp_path / "chunk-1.npz", tmp=tmp_path / "tmp-1",
+                    final=tmp_path / "chunk-4.skops", format="skops",
+                    handoff=tmp_path / "handoff-1")
+    line = job.to_json()
+    assert "\n" not in line and UpdateJob.from_json(line) == job
+    assert UpdateJob.from_json(line.encode()).final == tmp_path / "chunk-4.skops"
+    no_handoff = UpdateJob(**{**job.__dict__, "handoff": None})
+    assert UpdateJob.from_json(no_handoff.to_json()) == no_handoff
+    for reply in (UpdateReply(True, path="p", handoff="h", seconds={"load": 0.5}),
+                  UpdateReply(False, error="RuntimeError: no")):
+        assert UpdateReply.from_json(reply.to_json().encode()) == reply
+
+
 def test_failpoint_waits_only_where_the_environment_names_it(monkeypatch, caplog):
     from sklearn_micro.serving import updater
 
