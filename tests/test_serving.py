@@ -498,8 +498,108 @@ def test_metrics_and_openapi(client):
     assert {"/health", "/recommend", "/similar", "/explain", "/chunks", "/metrics",
             "/engagements", "/chunks/close"} <= set(
         doc["paths"])
-    users = doc["components"]["schemas"]["RecommendRequest"]["properties"]["users"]
+    schemas = doc["components"]["schemas"]
+    users = schemas["RecommendRequest"]["properties"]["users"]
     assert users["items"]["type"] == "integer" and users["maxItems"] == LIMITS.max_users
+    assert set(schemas["Health"]["properties"]) == set(client.get("/health").json())
+    for name in ("Health", *(n for n in schemas if n.endswith("Request"))):
+        assert all(p.get("description") for p in schemas[name]["properties"].values()), name
+    assert users["items"]["description"] == "a user id"
+    assert schemas["SimilarRequest"]["properties"]["items"]["items"]["description"] == (
+        "an item id")
+
+
+def _parsers(user_kind, item_kind):
+    """Each request schema's parser, on a model of these id kinds."""
+    from sklearn_micro.serving import validation as v
+
+    return {"RecommendRequest": lambda b: v.parse_recommend(b, user_kind, item_kind, LIMITS),
+            "SimilarRequest": lambda b: v.parse_similar(b, item_kind, LIMITS),
+            "ExplainRequest": lambda b: v.parse_explain(b, user_kind, item_kind, LIMITS),
+            "ChunkRequest": lambda b: v.parse_chunk(b, user_kind, item_kind),
+            "EngagementsRequest": lambda b: v.parse_engagements(b, user_kind, item_kind,
+                                                                LIMITS),
+            "CloseRequest": v.parse_close}
+
+
+def _valid(schema, form=-1):
+    """A value of one row that ``schema`` admits (``form``: which of a oneOf)."""
+    if "oneOf" in schema:
+        return _valid(schema["oneOf"][form], form)
+    kind = schema["type"]
+    if kind == "array":
+        return [_valid(schema["items"], form)]
+    return {"integer": schema.get("minimum", 1), "string": "a", "boolean": True}[kind]
+
+
+def _invalid(schema):
+    """Values ``schema`` refuses: one of another JSON type and, for a list, a list of
+    one such value."""
+    kind = schema.get("type", "array")
+    yield {"integer": "1", "string": 1, "boolean": 1, "array": "a"}[kind]
+    if kind == "array":
+        inner = schema["oneOf"][0] if "oneOf" in schema else schema
+        yield [next(_invalid(inner["items"]))]
+
+
+@pytest.mark.parametrize("kinds", [("int", "int"), ("str", "str")])
+def test_the_openapi_request_schemas_are_what_validation_accepts(kinds):
+    """Field by field, each request schema of the document agrees with its parser: every
+    field listed is accepted with a value of its schema and refused (naming it) with a
+    value of another type; the required ones are, the others are not; defaults, bounds
+    and maxItems hold; and no other field is accepted."""
+    from sklearn_micro.serving.openapi import document
+    from sklearn_micro.serving.validation import RequestError
+
+    doc = document(*kinds, LIMITS, "0")
+    schemas = doc["components"]["schemas"]
+    parsers = _parsers(*kinds)
+    bodies = {op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+              .rsplit("/", 1)[1] for path in doc["paths"].values() for op in path.values()
+              if "requestBody" in op}
+    assert bodies == set(parsers)
+
+    def refused(name, body):
+        with pytest.raises(RequestError) as info:
+            parsers[name](body)
+        return info.value
+
+    for name, parse in parsers.items():
+        schema = schemas[name]
+        props, required = schema["properties"], schema.get("required", [])
+        assert schema["additionalProperties"] is False and set(required) <= set(props)
+        for form in (0, -1):
+            parse({field: _valid(s, form) for field, s in props.items()})
+        minimal = {field: _valid(props[field]) for field in required}
+        parsed = parse(minimal)
+        for field, s in props.items():
+            if field not in required and "default" in s:
+                assert getattr(parsed, field) == s["default"], (name, field)
+        for field in required:
+            error = refused(name, {k: v for k, v in minimal.items() if k != field})
+            assert (error.status, error.field) == (422, field), (name, field)
+        unknown = refused(name, {**minimal, "unknown": 1})
+        assert unknown.field == "unknown"
+        assert unknown.message.endswith(f"the fields are {', '.join(props)}."), name
+        for field, s in props.items():
+            for value in _invalid(s):
+                error = refused(name, {**minimal, field: value})
+                assert error.status == 422 and error.field.split("[")[0] == field, (
+                    name, field, value, error.message)
+            if "maximum" in s:
+                parse({**minimal, field: s["maximum"]})
+                error = refused(name, {**minimal, field: s["maximum"] + 1})
+                assert (error.status, error.field) == (422, field), (name, field)
+                assert refused(name, {**minimal, field: s["minimum"] - 1}).field == field
+            if "maxItems" in s:
+                # the lists of one request are of one length: all of them at the bound
+                lists = {*(k for k in required if props[k].get("type") == "array"), field}
+                for n, ok in ((s["maxItems"], True), (s["maxItems"] + 1, False)):
+                    body = {**minimal, **{k: _valid(props[k]) * n for k in lists}}
+                    if ok:
+                        parse(body)
+                    else:
+                        assert refused(name, body).status == 413, (name, field)
 
 
 # ------------------------------------------------------------------ updates
