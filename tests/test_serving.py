@@ -219,7 +219,7 @@ def test_the_fallback_counter_counts_the_batchers_fallbacks():
     that raised, none for a request alone whose call raised."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sklearn_micro.serving.batcher import Batcher
+    from sklearn_micro.serving.batcher import Batcher, QueuedRequest
     from sklearn_micro.serving.telemetry import Metrics
     from sklearn_micro.serving.validation import RecommendRequest
 
@@ -231,12 +231,52 @@ def test_the_fallback_counter_counts_the_batchers_fallbacks():
         return [r.users for r in requests]
 
     batcher = Batcher(answer, ThreadPoolExecutor(1), on_fallback=metrics.batch_fallbacks.inc)
-    got = batcher._answer_all([(None, RecommendRequest(users=[u], m=1), None, 0)
+    got = batcher._answer_all([QueuedRequest(None, RecommendRequest(users=[u], m=1), None, 0)
                                for u in (1, 2, 0)])
     assert got[:2] == [[1], [2]] and isinstance(got[2], ValueError)
-    assert batcher._answer_all([(None, RecommendRequest(users=[0], m=1), None, 0)])
+    assert batcher._answer_all([QueuedRequest(None, RecommendRequest(users=[0], m=1), None,
+                                              0)])
     assert batcher.n_fallbacks == 1
     assert "micro_batch_fallbacks_total 1.0" in metrics.text().decode()
+
+
+def test_requests_unanswered_when_the_batcher_stops_are_cancelled():
+    """One request in a model call that does not return, one queued behind it: stopping
+    the batcher cancels both (their ``submit`` raises CancelledError rather than waiting
+    for ever), and a request submitted after the stop is cancelled at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sklearn_micro.serving.batcher import Batcher
+    from sklearn_micro.serving.validation import RecommendRequest
+
+    entered, release = threading.Event(), threading.Event()
+
+    def answer(model, requests):
+        entered.set()
+        release.wait(10)
+        return [r.users for r in requests]
+
+    async def scenario():
+        executor = ThreadPoolExecutor(1)
+        batcher = Batcher(answer, executor)
+        batcher.start()
+        in_call = asyncio.ensure_future(batcher.submit(None, RecommendRequest([1], 1)))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        queued = asyncio.ensure_future(batcher.submit(None, RecommendRequest([2], 2)))
+        await asyncio.sleep(0)
+        assert len(batcher._pending) == 1
+        await batcher.stop()
+        release.set()
+        executor.shutdown(wait=True)
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(in_call, queued, batcher.submit(None, RecommendRequest([3], 1)),
+                           return_exceptions=True), 5)
+        return outcomes, batcher
+
+    outcomes, batcher = asyncio.run(scenario())
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes
+    assert not batcher._pending
 
 
 ITEMS = sorted(X_NEXT.item.unique().tolist())[:6] + [77777]
@@ -458,8 +498,108 @@ def test_metrics_and_openapi(client):
     assert {"/health", "/recommend", "/similar", "/explain", "/chunks", "/metrics",
             "/engagements", "/chunks/close"} <= set(
         doc["paths"])
-    users = doc["components"]["schemas"]["RecommendRequest"]["properties"]["users"]
+    schemas = doc["components"]["schemas"]
+    users = schemas["RecommendRequest"]["properties"]["users"]
     assert users["items"]["type"] == "integer" and users["maxItems"] == LIMITS.max_users
+    assert set(schemas["Health"]["properties"]) == set(client.get("/health").json())
+    for name in ("Health", *(n for n in schemas if n.endswith("Request"))):
+        assert all(p.get("description") for p in schemas[name]["properties"].values()), name
+    assert users["items"]["description"] == "a user id"
+    assert schemas["SimilarRequest"]["properties"]["items"]["items"]["description"] == (
+        "an item id")
+
+
+def _parsers(user_kind, item_kind):
+    """Each request schema's parser, on a model of these id kinds."""
+    from sklearn_micro.serving import validation as v
+
+    return {"RecommendRequest": lambda b: v.parse_recommend(b, user_kind, item_kind, LIMITS),
+            "SimilarRequest": lambda b: v.parse_similar(b, item_kind, LIMITS),
+            "ExplainRequest": lambda b: v.parse_explain(b, user_kind, item_kind, LIMITS),
+            "ChunkRequest": lambda b: v.parse_chunk(b, user_kind, item_kind),
+            "EngagementsRequest": lambda b: v.parse_engagements(b, user_kind, item_kind,
+                                                                LIMITS),
+            "CloseRequest": v.parse_close}
+
+
+def _valid(schema, form=-1):
+    """A value of one row that ``schema`` admits (``form``: which of a oneOf)."""
+    if "oneOf" in schema:
+        return _valid(schema["oneOf"][form], form)
+    kind = schema["type"]
+    if kind == "array":
+        return [_valid(schema["items"], form)]
+    return {"integer": schema.get("minimum", 1), "string": "a", "boolean": True}[kind]
+
+
+def _invalid(schema):
+    """Values ``schema`` refuses: one of another JSON type and, for a list, a list of
+    one such value."""
+    kind = schema.get("type", "array")
+    yield {"integer": "1", "string": 1, "boolean": 1, "array": "a"}[kind]
+    if kind == "array":
+        inner = schema["oneOf"][0] if "oneOf" in schema else schema
+        yield [next(_invalid(inner["items"]))]
+
+
+@pytest.mark.parametrize("kinds", [("int", "int"), ("str", "str")])
+def test_the_openapi_request_schemas_are_what_validation_accepts(kinds):
+    """Field by field, each request schema of the document agrees with its parser: every
+    field listed is accepted with a value of its schema and refused (naming it) with a
+    value of another type; the required ones are, the others are not; defaults, bounds
+    and maxItems hold; and no other field is accepted."""
+    from sklearn_micro.serving.openapi import document
+    from sklearn_micro.serving.validation import RequestError
+
+    doc = document(*kinds, LIMITS, "0")
+    schemas = doc["components"]["schemas"]
+    parsers = _parsers(*kinds)
+    bodies = {op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+              .rsplit("/", 1)[1] for path in doc["paths"].values() for op in path.values()
+              if "requestBody" in op}
+    assert bodies == set(parsers)
+
+    def refused(name, body):
+        with pytest.raises(RequestError) as info:
+            parsers[name](body)
+        return info.value
+
+    for name, parse in parsers.items():
+        schema = schemas[name]
+        props, required = schema["properties"], schema.get("required", [])
+        assert schema["additionalProperties"] is False and set(required) <= set(props)
+        for form in (0, -1):
+            parse({field: _valid(s, form) for field, s in props.items()})
+        minimal = {field: _valid(props[field]) for field in required}
+        parsed = parse(minimal)
+        for field, s in props.items():
+            if field not in required and "default" in s:
+                assert getattr(parsed, field) == s["default"], (name, field)
+        for field in required:
+            error = refused(name, {k: v for k, v in minimal.items() if k != field})
+            assert (error.status, error.field) == (422, field), (name, field)
+        unknown = refused(name, {**minimal, "unknown": 1})
+        assert unknown.field == "unknown"
+        assert unknown.message.endswith(f"the fields are {', '.join(props)}."), name
+        for field, s in props.items():
+            for value in _invalid(s):
+                error = refused(name, {**minimal, field: value})
+                assert error.status == 422 and error.field.split("[")[0] == field, (
+                    name, field, value, error.message)
+            if "maximum" in s:
+                parse({**minimal, field: s["maximum"]})
+                error = refused(name, {**minimal, field: s["maximum"] + 1})
+                assert (error.status, error.field) == (422, field), (name, field)
+                assert refused(name, {**minimal, field: s["minimum"] - 1}).field == field
+            if "maxItems" in s:
+                # the lists of one request are of one length: all of them at the bound
+                lists = {*(k for k in required if props[k].get("type") == "array"), field}
+                for n, ok in ((s["maxItems"], True), (s["maxItems"] + 1, False)):
+                    body = {**minimal, **{k: _valid(props[k]) * n for k in lists}}
+                    if ok:
+                        parse(body)
+                    else:
+                        assert refused(name, body).status == 413, (name, field)
 
 
 # ------------------------------------------------------------------ updates
@@ -492,6 +632,25 @@ def _check_saved_then_swapped_in(client, micro, model_file):
                                            "exclude_seen": True}).json() == _as_answer(
         *expected.recommend(USERS, 8, exclude_seen=True))
     assert "micro_updates_total{outcome=\"applied\"} 2.0" in client.get("/metrics").text
+
+
+def test_update_job_and_reply_travel_as_one_json_line_each(tmp_path):
+    """What the service sends the update process, and its answers, come back equal from
+    their JSON lines (paths as paths)."""
+    from sklearn_micro.serving.worker import UpdateJob, UpdateReply
+
+    job = UpdateJob(base=tmp_path / "micro.skops", base_format="skops",
+                    chunk_file=tmp_path / "chunk-1.npz", tmp=tmp_path / "tmp-1",
+                    final=tmp_path / "chunk-4.skops", format="skops",
+                    handoff=tmp_path / "handoff-1")
+    line = job.to_json()
+    assert "\n" not in line and UpdateJob.from_json(line) == job
+    assert UpdateJob.from_json(line.encode()).final == tmp_path / "chunk-4.skops"
+    no_handoff = UpdateJob(**{**job.__dict__, "handoff": None})
+    assert UpdateJob.from_json(no_handoff.to_json()) == no_handoff
+    for reply in (UpdateReply(True, path="p", handoff="h", seconds={"load": 0.5}),
+                  UpdateReply(False, error="RuntimeError: no")):
+        assert UpdateReply.from_json(reply.to_json().encode()) == reply
 
 
 def test_failpoint_waits_only_where_the_environment_names_it(monkeypatch, caplog):

@@ -29,7 +29,9 @@ from .telemetry import LiveMetrics, Metrics
 from .updater import Updater
 from .validation import (
     Limits,
+    RecommendRequest,
     RequestError,
+    SimilarRequest,
     parse_chunk,
     parse_close,
     parse_engagements,
@@ -41,7 +43,7 @@ from .validation import (
 
 __all__ = ["Service", "create_app", "state_dir_of"]
 
-log = logging.getLogger("sklearn_micro.serving")
+logger = logging.getLogger("sklearn_micro.serving")
 
 _SUFFIXES = (".skops", ".pkl", ".pickle")
 EVENT_LOG = "events.sqlite3"
@@ -78,7 +80,7 @@ def choose_model(model_path: Path, snapshots: Snapshots) -> ServedModel:
                 f"the snapshot {str(path)!r} cannot be served: {exc} Move the folder "
                 f"{str(snapshots.folder)!r} away to serve {str(model_path)!r}.") from None
         except Exception as exc:  # noqa: BLE001
-            log.warning("passing over the snapshot %s, which cannot be read: %s", path, exc)
+            logger.warning("passing over the snapshot %s, which cannot be read: %s", path, exc)
     return base
 
 
@@ -182,9 +184,12 @@ class Service:
 
     @staticmethod
     def _answer(model: ServedModel, requests: list) -> list:
-        if requests[0].key()[0] == "recommend":
+        if isinstance(requests[0], RecommendRequest):
             return model.recommend(requests)
-        return model.similar(requests)
+        if isinstance(requests[0], SimilarRequest):
+            return model.similar(requests)
+        raise TypeError(f"the batcher answers RecommendRequest and SimilarRequest; got "
+                        f"{type(requests[0]).__name__}.")
 
     def _on_batch(self, n_requests: int, n_rows: int) -> None:
         self.metrics.batch_requests.observe(n_requests)
@@ -314,7 +319,7 @@ def create_app(model_path=None, *, service: Service | None = None, **options) ->
             except RequestError as exc:
                 response = _error(exc)
             except Exception:  # noqa: BLE001  (a bug: logged, answered, the server goes on)
-                log.exception("%s failed", name)
+                logger.exception("%s failed", name)
                 response = _json({"error": "internal error; see the server's log",
                                   "field": None}, 500)
             latency.observe(time.perf_counter() - start)

@@ -40,7 +40,7 @@ import orjson
 
 __all__ = ["EventLog", "Pending", "wal_frames"]
 
-log = logging.getLogger("sklearn_micro.serving")
+logger = logging.getLogger("sklearn_micro.serving")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
@@ -141,20 +141,20 @@ class EventLog:
                 f"{last})" if requests else "no engagements") + (
                 f", next offset {self.next_offset}")
         if wal is None:
-            log.info("event log %s: %s; no write-ahead log to recover", self.path, held)
+            logger.info("event log %s: %s; no write-ahead log to recover", self.path, held)
             return
         # the frames SQLite kept: those up to the last complete commit
         kept = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
         frames, torn = wal
         dropped = max(0, frames - kept)
         if dropped or torn:
-            log.warning("event log %s: %s; the write-ahead log's tail was dropped: %d whole "
+            logger.warning("event log %s: %s; the write-ahead log's tail was dropped: %d whole "
                         "frames and %d bytes of a torn frame after the last complete commit "
                         "(%d frames kept): a commit not whole on disk, so not acknowledged "
                         "unless the disk lost a write it had synced", self.path, held,
                         dropped, torn, kept)
         else:
-            log.info("event log %s: %s; write-ahead log recovered whole (%d frames)",
+            logger.info("event log %s: %s; write-ahead log recovered whole (%d frames)",
                      self.path, held, kept)
 
     def _connect(self) -> sqlite3.Connection:
@@ -243,7 +243,7 @@ class EventLog:
         pending = Pending([r[0] for r in rows], [r[1] for r in rows],
                           [orjson.loads(r[2]) for r in rows],
                           [orjson.loads(r[3]) for r in rows], closed)
-        log.info("event log: %d engagements after chunk %d, read in %.2f s",
+        logger.info("event log: %d engagements after chunk %d, read in %.2f s",
                  pending.n_engagements, chunk, time.perf_counter() - start)
         return pending
 

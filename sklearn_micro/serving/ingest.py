@@ -28,7 +28,7 @@ from .validation import RequestError
 
 __all__ = ["Acknowledged", "Ingest", "Job"]
 
-log = logging.getLogger("sklearn_micro.serving")
+logger = logging.getLogger("sklearn_micro.serving")
 
 # how long an answer waits for its engagements to be observed before it is sent anyway
 OBSERVE_WAIT = 1.0
@@ -250,7 +250,7 @@ class Ingest:
             offsets = await asyncio.get_running_loop().run_in_executor(
                 self._db, self.eventlog.append, batches, closed)
         except Exception as exc:  # noqa: BLE001  (the requests are refused, the server goes on)
-            log.error("the event log could not be written: %s", exc)
+            logger.error("the event log could not be written: %s", exc)
             for _, future, _, _ in accepted:
                 future.set_exception(RequestError(
                     503, None, f"the event log could not be written ({exc}); nothing of this "
@@ -275,7 +275,7 @@ class Ingest:
             last = offsets[j] + len(job.user) - 1 if j is not None else self.eventlog.last_offset
             future.set_result(Acknowledged(chunk, last, len(job.user), batch))
         for chunk in closed:
-            log.info("chunk %d closed (%s engagements acknowledged after it so far)", chunk,
+            logger.info("chunk %d closed (%s engagements acknowledged after it so far)", chunk,
                      state.n)
             self.service.updater.close(chunk)
         self._show()
@@ -296,7 +296,7 @@ class Ingest:
             try:
                 await self.submit(Job("close", chunk))
             except RequestError as exc:
-                log.info("chunk %d stays open: %s", chunk, exc.message)
+                logger.info("chunk %d stays open: %s", chunk, exc.message)
                 self._opened_at = time.monotonic()
 
     # -------------------------------------------------------------- observer
@@ -339,7 +339,7 @@ class Ingest:
             try:
                 await loop.run_in_executor(self._observer, served.observe, user, item)
             except Exception as exc:  # noqa: BLE001  (durable: learned when the chunk closes)
-                log.error("observing %d engagements at offset %d failed: %s", len(user),
+                logger.error("observing %d engagements at offset %d failed: %s", len(user),
                           take[0].offset, exc)
                 self.metrics.observe_failed.inc(len(user))
             else:

@@ -1,27 +1,49 @@
 """The service's OpenAPI document (``GET /openapi.json``), with the served model's id kinds
-and the limits filled in."""
+and the limits filled in. Its request schemas are written from the fields that validation
+checks (`sklearn_micro.serving.validation.BODIES`)."""
 
 from __future__ import annotations
 
-from .validation import Limits
+from .validation import BODIES, Field, Limits
 
 __all__ = ["document"]
 
 
-def _ids(kind: str, what: str) -> dict:
+def _ids(kind: str, description: str) -> dict:
     if kind == "int":
-        return {"type": "integer", "format": "int64", "description": f"a {what} id"}
-    return {"type": "string", "description": f"a {what} id"}
+        return {"type": "integer", "format": "int64", "description": description}
+    return {"type": "string", "description": description}
+
+
+def _request(fields: dict[str, Field], values: dict, limits: Limits) -> dict:
+    """The schema of a request body of ``fields``; ``values`` maps each `Field.value` to
+    its schema."""
+    properties = {}
+    for name, f in fields.items():
+        schema = dict(values[f.value])
+        if f.most is not None:
+            schema["maximum" if schema.get("type") == "integer" else "maxItems"] = (
+                f.most_of(limits))
+        if f.default is not None:
+            schema["default"] = f.default
+        if f.description:
+            schema["description"] = f.description
+        properties[name] = schema
+    required = [name for name, f in fields.items() if f.required]
+    return {"type": "object", **({"required": required} if required else {}),
+            "additionalProperties": False, "properties": properties}
 
 
 def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> dict:
     """The OpenAPI 3.1 document of a service whose model has ids of these kinds."""
-    user, item = _ids(user_kind, "user"), _ids(item_kind, "item")
+    user, item = _ids(user_kind, "a user id"), _ids(item_kind, "an item id")
     pad = "-1" if item_kind == "int" else '""'
     item_list = {"type": "array", "items": item}
     item_lists = {"type": "array", "items": item_list}
-    one_or_per_row = {"oneOf": [item_list, item_lists]}
-    m = {"type": "integer", "minimum": 1, "maximum": limits.max_m}
+    values = {"user": user, "users": {"type": "array", "items": user}, "items": item_list,
+              "item rows": item_lists, "items or rows": {"oneOf": [item_list, item_lists]},
+              "m": {"type": "integer", "minimum": 1}, "bool": {"type": "boolean"},
+              "chunk": {"type": "integer", "format": "int64"}}
     term = {"type": "object", "properties": {"interest": {"type": "integer"},
                                              "weight": {"type": "number"}}}
     ranked = {
@@ -40,33 +62,7 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
                             "field": {"type": ["string", "null"],
                                       "description": "the field refused, as users[3]"}}}
     schemas = {
-        "RecommendRequest": {
-            "type": "object", "required": ["users"], "additionalProperties": False,
-            "properties": {
-                "users": {"type": "array", "items": user, "maxItems": limits.max_users},
-                "m": {**m, "default": 100},
-                "exclude_seen": {"type": "boolean", "default": False},
-                "exclude": {**one_or_per_row, "description": "items never returned: one list "
-                            "for every user, or one list per user"},
-                "allow": {**one_or_per_row, "description": "candidates restricted to these "
-                          "items: one list for every user, or one list per user"},
-                "history": {**item_lists, "description": "per user, the items engaged with "
-                            "since the latest chunk"},
-            },
-        },
-        "SimilarRequest": {
-            "type": "object", "required": ["items"], "additionalProperties": False,
-            "properties": {
-                "items": {**item_list, "maxItems": limits.max_users},
-                "m": {**m, "default": 100},
-                "exclude": one_or_per_row, "allow": one_or_per_row,
-            },
-        },
-        "ExplainRequest": {
-            "type": "object", "required": ["user", "items"], "additionalProperties": False,
-            "properties": {"user": user, "items": {**item_list, "maxItems": limits.max_users},
-                           "history": item_list},
-        },
+        **{name: _request(fields, values, limits) for name, fields in BODIES.items()},
         "ExplainResponse": {
             "type": "object",
             "properties": {
@@ -86,34 +82,12 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
                                    "personal": {"type": "number"}}}},
             },
         },
-        "ChunkRequest": {
-            "type": "object", "required": ["chunk", "user", "item"],
-            "additionalProperties": False,
-            "properties": {"chunk": {"type": "integer", "format": "int64",
-                                     "description": "newer than every chunk live or queued"},
-                           "user": {"type": "array", "items": user},
-                           "item": item_list},
-        },
-        "EngagementsRequest": {
-            "type": "object", "required": ["user", "item"], "additionalProperties": False,
-            "properties": {"chunk": {"type": "integer", "format": "int64",
-                                     "description": "the open chunk (the default) or the "
-                                                    "next one, which closes the open one"},
-                           "user": {"type": "array", "items": user,
-                                    "maxItems": limits.max_engagements},
-                           "item": {**item_list, "maxItems": limits.max_engagements}},
-        },
         "Acknowledged": {
             "type": "object", "description": "the request's engagements are synced to the "
                                              "event log",
             "properties": {"acknowledged": {"type": "integer"}, "chunk": {"type": "integer"},
                            "offset": {"type": "integer", "description": "the offset of its "
                                       "last engagement"}},
-        },
-        "CloseRequest": {
-            "type": "object", "additionalProperties": False,
-            "properties": {"chunk": {"type": "integer", "format": "int64",
-                                     "description": "the open chunk"}},
         },
         "ChunkAccepted": {
             "type": "object",
@@ -122,15 +96,30 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
         },
         "Health": {
             "type": "object",
-            "properties": {"status": {"enum": ["ok", "degraded"]},
-                           "chunk": {"type": "integer"},
-                           "open_chunk": {"type": "integer"},
-                           "engagements": {"type": "integer"},
-                           "observed": {"type": "integer"},
-                           "offset": {"type": "integer"},
-                           "model": {"type": "string"}, "queued": {"type": "array"},
-                           "last_error": {"type": ["object", "null"]},
-                           "version": {"type": "string"}},
+            "properties": {
+                "status": {"enum": ["ok", "degraded"],
+                           "description": "degraded while a close fails (see last_error)"},
+                "chunk": {"type": "integer",
+                          "description": "the latest chunk the served model has absorbed"},
+                "model": {"type": "string",
+                          "description": "the served recommender's class, as MiCRO"},
+                "path": {"type": "string", "description": "the file it was loaded from"},
+                "open_chunk": {"type": "integer", "description": "the chunk engagements go "
+                               "to by default"},
+                "engagements": {"type": "integer", "description": "the open chunk's "
+                                "engagements acknowledged so far"},
+                "observed": {"type": "integer", "description": "those of them the served "
+                             "model has observed"},
+                "offset": {"type": "integer", "description": "the event log's last durable "
+                           "offset"},
+                "queued": {"type": "array", "items": {"type": "integer"},
+                           "description": "the closed chunks waiting to be applied, the "
+                                          "one being applied first"},
+                "last_error": {"type": ["object", "null"], "description": "while a close "
+                               "fails: its chunk, the error, the failures so far, the wait "
+                               "before the next try and the time; null otherwise"},
+                "version": {"type": "string", "description": "sklearn-micro's version"},
+            },
         },
         "Ranked": ranked,
         "Error": error,

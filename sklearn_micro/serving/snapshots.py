@@ -19,7 +19,7 @@ __all__ = ["Snapshots", "StateDirLocked"]
 
 _NAME = re.compile(r"^chunk-(-?\d+)(\.skops|\.pkl|\.pickle)$")
 TMP_PREFIX = ".tmp-"
-log = logging.getLogger("sklearn_micro.serving")
+logger = logging.getLogger("sklearn_micro.serving")
 
 
 class StateDirLocked(RuntimeError):

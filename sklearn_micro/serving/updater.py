@@ -22,12 +22,13 @@ service at (`worker.failpoint_seconds`). Requests are answered meanwhile.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,10 +37,11 @@ from . import worker
 from .model import ServedModel
 from .snapshots import Snapshots
 from .validation import as_id_array
+from .worker import UpdateJob, UpdateReply
 
 __all__ = ["Updater"]
 
-log = logging.getLogger("sklearn_micro.serving")
+logger = logging.getLogger("sklearn_micro.serving")
 
 MAX_RETRY_SECONDS = 60.0
 
@@ -49,12 +51,19 @@ async def failpoint(name: str, chunk: int) -> None:
     names it (see the module's docstring); return at once otherwise."""
     wait = worker.failpoint_seconds(name)
     if wait:
-        log.warning("failpoint %s of chunk %d: waiting %.1f s", name, chunk, wait)
+        logger.warning("failpoint %s of chunk %d: waiting %.1f s", name, chunk, wait)
         await asyncio.sleep(wait)
 
 
 class UpdateFailed(RuntimeError):
     pass
+
+
+class Handoff(NamedTuple):
+    """The pickled handoff of a served model that came from an update."""
+
+    served: ServedModel
+    path: Path
 
 
 class Updater:
@@ -89,7 +98,7 @@ class Updater:
         self._worker: asyncio.subprocess.Process | None = None
         # the pickled handoff of the served model, if it came from an update: the next
         # update loads it instead of the skops snapshot (ten times faster)
-        self._handoff: tuple | None = None
+        self._handoff: Handoff | None = None
 
     async def start(self) -> None:
         if not self.in_process:
@@ -130,7 +139,7 @@ class Updater:
                 failures += 1
                 wait = min(MAX_RETRY_SECONDS, self.retry_seconds * 2 ** (failures - 1))
                 message = str(exc) or type(exc).__name__
-                log.error("closing chunk %s failed (%d times): %s; trying again in %.1f s",
+                logger.error("closing chunk %s failed (%d times): %s; trying again in %.1f s",
                           chunk, failures, message, wait)
                 self.last_error = {"chunk": chunk, "error": message, "failures": failures,
                                    "retry_in_seconds": wait,
@@ -142,7 +151,7 @@ class Updater:
                 self.last_seconds = time.perf_counter() - start
                 self.service.metrics.updates.labels("applied").inc()
                 self.service.metrics.update_seconds.observe(self.last_seconds)
-                log.info("chunk %s is live (%.1f s)", chunk, self.last_seconds)
+                logger.info("chunk %s is live (%.1f s)", chunk, self.last_seconds)
 
     async def _apply(self, chunk: int) -> None:
         loop = asyncio.get_running_loop()
@@ -155,17 +164,21 @@ class Updater:
         handoff = self.snapshots.temporary("handoff-")
         final = self.snapshots.path(chunk)
         fmt = "skops" if self.snapshots.suffix == ".skops" else "pickle"
-        source = (self._handoff[1], "pickle") if (
-            self._handoff is not None and self._handoff[0] is base) else (base.path, fmt)
+        base_file, base_format = (
+            (self._handoff.path, "pickle") if self._handoff is not None
+            and self._handoff.served is base else (base.path, fmt))
+        job = UpdateJob(base=base_file, base_format=base_format, chunk_file=chunk_file,
+                        tmp=tmp, final=final, format=fmt, handoff=handoff)
         steps = {}
         start = time.perf_counter()
         try:
             await loop.run_in_executor(self._io, self._write_chunk, chunk, base, chunk_file)
             if self.in_process:
-                await loop.run_in_executor(self._io, worker.update, source[0], chunk_file,
-                                           tmp, final, fmt, os.getppid(), handoff, source[1])
+                reply = await loop.run_in_executor(self._io, worker.update, job,
+                                                   os.getppid())
             else:
-                await self._run_worker(source, chunk_file, tmp, final, fmt, handoff)
+                reply = await self._run_worker(job)
+            logger.debug("update: %s", reply)
             steps["sampled and saved"] = time.perf_counter() - start
             await failpoint("after-snapshot-rename", chunk)
             start = time.perf_counter()
@@ -194,10 +207,10 @@ class Updater:
         await self.service.ingest.swap_in(served)
         steps["swapped in"] = time.perf_counter() - start
         if self._handoff is not None:
-            self._handoff[1].unlink(missing_ok=True)
-        self._handoff = (served, handoff) if handoff.exists() else None
+            self._handoff.path.unlink(missing_ok=True)
+        self._handoff = Handoff(served, handoff) if handoff.exists() else None
         await loop.run_in_executor(self._io, self._forget, chunk)
-        log.info("chunk %s: %s", chunk, ", ".join(f"{name} in {seconds:.2f} s"
+        logger.info("chunk %s: %s", chunk, ", ".join(f"{name} in {seconds:.2f} s"
                                                 for name, seconds in steps.items()))
 
     def _forget(self, chunk: int) -> None:
@@ -214,24 +227,21 @@ class Updater:
                      item=as_id_array(item, base.item_kind),
                      chunk=np.full(len(user), chunk, dtype=np.int64))
 
-    async def _run_worker(self, source: tuple, chunk_file, tmp, final, fmt,
-                          handoff) -> None:
+    async def _run_worker(self, job: UpdateJob) -> UpdateReply:
+        """Have the update process apply ``job``: its reply, or `UpdateFailed`."""
         if self._worker is None or self._worker.returncode is not None:
             await self._start_worker()
-        job = {"base": str(source[0]), "base_format": source[1],
-               "chunk_file": str(chunk_file), "tmp": str(tmp), "final": str(final),
-               "format": fmt, "handoff": str(handoff)}
-        self._worker.stdin.write((json.dumps(job) + "\n").encode())
+        self._worker.stdin.write((job.to_json() + "\n").encode())
         await self._worker.stdin.drain()
         line = await self._worker.stdout.readline()
         if not line:
             code = await self._worker.wait()
             self._worker = None
             raise UpdateFailed(f"the update process ended with code {code}")
-        answer = json.loads(line)
-        if not answer["ok"]:
-            raise UpdateFailed(answer["error"])
-        log.debug("update: %s", answer)
+        reply = UpdateReply.from_json(line)
+        if not reply.ok:
+            raise UpdateFailed(reply.error)
+        return reply
 
     async def _start_worker(self) -> None:
         """Start the update process (it imports while the service answers)."""

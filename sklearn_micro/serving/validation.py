@@ -3,18 +3,23 @@
 Every check names the field it refused and what it expected, as a `RequestError` with the
 HTTP status the service answers with (400 for a body that is not JSON, 413 for too much,
 422 for a field of the wrong type or value, 409 for a chunk the service has closed already).
-Nothing here touches a model: the id kinds and the limits are handed in.
+Nothing here touches a model: the id kinds and the limits are handed in. Each body's fields
+are defined once, as `Field` records in `BODIES`: the parsers take their names, which are
+required, their defaults and their limits from there, and the OpenAPI document
+(`sklearn_micro.serving.openapi`) writes its request schemas from them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import orjson
 
-__all__ = ["ChunkRequest", "EngagementsRequest", "ExplainRequest", "Limits",
-           "RecommendRequest", "RequestError", "SimilarRequest", "parse_chunk", "parse_close",
+__all__ = ["BODIES", "ChunkRequest", "EngagementsRequest", "ExplainRequest", "Field",
+           "Limits", "RecommendRequest", "RequestError", "SimilarRequest", "parse_chunk",
+           "parse_close",
            "parse_engagements", "parse_explain", "parse_json", "parse_recommend",
            "parse_similar"]
 
@@ -68,7 +73,110 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Field:
+    """One field of a request body, as its parser accepts it.
+
+    Attributes
+    ----------
+    name : str
+        Its name in the JSON object.
+    value : str
+        What it holds: ``"user"`` (one user id), ``"users"`` (a list of user ids),
+        ``"items"`` (a list of item ids), ``"item rows"`` (a list of lists of item ids, one
+        per row), ``"items or rows"`` (either: one list for every row, or one per row),
+        ``"m"`` (an integer from 1), ``"bool"`` or ``"chunk"`` (a 64-bit integer).
+    required : bool
+        Whether a body without it is refused (a 422).
+    default : object
+        Its value when absent (None: absent).
+    most : str or None
+        The `Limits` attribute that bounds it: the length of a list (more is a 413), the
+        value of ``m`` (more is a 422).
+    description : str
+        What it means, for the OpenAPI document.
+    """
+
+    name: str
+    value: str
+    required: bool = False
+    default: object = None
+    most: str | None = None
+    description: str = ""
+
+    def most_of(self, limits: Limits) -> int:
+        """The bound ``limits`` sets on it."""
+        return getattr(limits, self.most)
+
+
+def _body(*fields: Field) -> dict[str, Field]:
+    return {f.name: f for f in fields}
+
+
+_ROWS_FILTER = ("one list for every {row}, or one list per {row} (as many lists as "
+                "{rows})")
+
+#: The fields of each request body, by the name of its OpenAPI schema.
+BODIES: dict[str, dict[str, Field]] = {
+    "RecommendRequest": _body(
+        Field("users", "users", required=True, most="max_users",
+              description="the users to recommend to, one answer row each"),
+        Field("m", "m", default=100, most="max_m", description="items per user"),
+        Field("exclude_seen", "bool", default=False,
+              description="leave out the items each user has already engaged with (in "
+                          "the model's logs, and in history)"),
+        Field("exclude", "items or rows", description="items never returned: "
+              + _ROWS_FILTER.format(row="user", rows="users")),
+        Field("allow", "items or rows", description="candidates restricted to these items: "
+              + _ROWS_FILTER.format(row="user", rows="users")),
+        Field("history", "item rows", description="per user, the items engaged with since "
+                                                  "the latest chunk"),
+    ),
+    "SimilarRequest": _body(
+        Field("items", "items", required=True, most="max_users",
+              description="the items to find neighbours of, one answer row each"),
+        Field("m", "m", default=100, most="max_m", description="similar items per item"),
+        Field("exclude", "items or rows", description="items never returned: "
+              + _ROWS_FILTER.format(row="item", rows="items")),
+        Field("allow", "items or rows", description="candidates restricted to these items: "
+              + _ROWS_FILTER.format(row="item", rows="items")),
+    ),
+    "ExplainRequest": _body(
+        Field("user", "user", required=True, description="the one user explained for"),
+        Field("items", "items", required=True, most="max_users",
+              description="the items whose scores are explained"),
+        Field("history", "items", description="the items the user engaged with since the "
+                                              "latest chunk"),
+    ),
+    "ChunkRequest": _body(
+        Field("chunk", "chunk", required=True,
+              description="newer than every chunk live or queued"),
+        Field("user", "users", required=True, description="the engagements' users"),
+        Field("item", "items", required=True, description="the engagements' items, as "
+                                                          "many as users"),
+    ),
+    "EngagementsRequest": _body(
+        Field("user", "users", required=True, most="max_engagements",
+              description="the engagements' users"),
+        Field("item", "items", required=True, most="max_engagements",
+              description="the engagements' items, as many as users"),
+        Field("chunk", "chunk", description="the open chunk (the default) or the next one, "
+                                            "which closes the open one"),
+    ),
+    "CloseRequest": _body(
+        Field("chunk", "chunk", description="the open chunk (the default)"),
+    ),
+}
+RECOMMEND, SIMILAR, EXPLAIN = (BODIES[name] for name in (
+    "RecommendRequest", "SimilarRequest", "ExplainRequest"))
+CHUNK, ENGAGEMENTS, CLOSE = (BODIES[name] for name in (
+    "ChunkRequest", "EngagementsRequest", "CloseRequest"))
+
+
+@dataclass(frozen=True)
 class RecommendRequest:
+    """A ``/recommend`` request, parsed and checked (`parse_recommend`)."""
+
+    endpoint: ClassVar[str] = "recommend"
     users: list
     m: int
     exclude_seen: bool = False
@@ -81,7 +189,7 @@ class RecommendRequest:
 
     def key(self) -> tuple:
         """Requests of equal keys are answered together by one call."""
-        return ("recommend", self.m, self.exclude_seen, self.exclude is None,
+        return (self.endpoint, self.m, self.exclude_seen, self.exclude is None,
                 self.allow is None, self.history is None)
 
     @property
@@ -91,6 +199,9 @@ class RecommendRequest:
 
 @dataclass(frozen=True)
 class SimilarRequest:
+    """A ``/similar`` request, parsed and checked (`parse_similar`)."""
+
+    endpoint: ClassVar[str] = "similar"
     items: list
     m: int
     exclude: list | None = None
@@ -99,7 +210,7 @@ class SimilarRequest:
     allow_rows: bool = False
 
     def key(self) -> tuple:
-        return ("similar", self.m, self.exclude is None, self.allow is None)
+        return (self.endpoint, self.m, self.exclude is None, self.allow is None)
 
     @property
     def n(self) -> int:
@@ -166,13 +277,13 @@ def _json_type(value) -> str:
     return "an object"
 
 
-def _check_fields(body: dict, allowed: tuple[str, ...], required: tuple[str, ...]) -> None:
-    unknown = sorted(set(body) - set(allowed))
+def _check_fields(body: dict, fields: dict[str, Field]) -> None:
+    unknown = sorted(set(body) - set(fields))
     if unknown:
         raise RequestError(422, unknown[0], f"unknown field {unknown[0]!r}; the fields are "
-                                            f"{', '.join(allowed)}.")
-    for name in required:
-        if name not in body:
+                                            f"{', '.join(fields)}.")
+    for name, f in fields.items():
+        if f.required and name not in body:
             raise RequestError(422, name, f"the field {name!r} is missing.")
 
 
@@ -206,19 +317,25 @@ def check_ids(values, kind: str, name: str, what: str) -> list:
     return values
 
 
-def _check_m(body: dict, default: int, limits: Limits) -> int:
-    m = body.get("m", default)
+def _check_m(body: dict, fields: dict[str, Field], limits: Limits) -> int:
+    spec = fields["m"]
+    m = body.get("m", spec.default)
     if type(m) is not int:
         raise RequestError(422, "m", f"m must be an integer; got {_json_type(m)}.")
-    if not 1 <= m <= limits.max_m:
-        raise RequestError(422, "m", f"m must be between 1 and {limits.max_m}; got {m}.")
+    most = spec.most_of(limits)
+    if not 1 <= m <= most:
+        raise RequestError(422, "m", f"m must be between 1 and {most}; got {m}.")
     return m
 
 
-def _check_count(n: int, name: str, limits: Limits) -> None:
-    if n > limits.max_users:
-        raise RequestError(413, name, f"at most {limits.max_users} {name} per request; got "
-                                      f"{n}. Split the request.")
+def _check_count(body: dict, spec: Field, limits: Limits, noun: str | None = None) -> None:
+    """At most ``spec``'s bound of values in the list ``body[spec.name]`` (a 413 naming
+    them as ``noun``, default the field's name); anything else is checked later."""
+    values = body[spec.name]
+    most = spec.most_of(limits)
+    if isinstance(values, list) and len(values) > most:
+        raise RequestError(413, spec.name, f"at most {most} {noun or spec.name} per request; "
+                                           f"got {len(values)}. Split the request.")
 
 
 def _check_filter(body: dict, name: str, kind: str, n_rows: int, rows_of: str):
@@ -257,8 +374,9 @@ def _check_filter_count(counts: dict, limits: Limits) -> None:
                                          f"({counts[largest]} in {largest}).")
 
 
-def _check_bool(body: dict, name: str) -> bool:
-    value = body.get(name, False)
+def _check_bool(body: dict, spec: Field) -> bool:
+    name = spec.name
+    value = body.get(name, spec.default)
     if type(value) is not bool:
         raise RequestError(422, name, f"{name} must be true or false; got "
                                       f"{_json_type(value)}.")
@@ -269,14 +387,11 @@ def parse_recommend(body: dict, user_kind: str, item_kind: str, limits: Limits,
                     ) -> RecommendRequest:
     """``POST /recommend``: ``{"users": [...], "m": 100, "exclude_seen": false, "exclude":
     [...], "allow": [...], "history": [[...], ...]}``."""
-    _check_fields(body, ("users", "m", "exclude_seen", "exclude", "allow", "history"),
-                  ("users",))
-    users = body["users"]
-    if isinstance(users, list):
-        _check_count(len(users), "users", limits)
-    users = check_ids(users, user_kind, "users", "user")
-    m = _check_m(body, 100, limits)
-    exclude_seen = _check_bool(body, "exclude_seen")
+    _check_fields(body, RECOMMEND)
+    _check_count(body, RECOMMEND["users"], limits)
+    users = check_ids(body["users"], user_kind, "users", "user")
+    m = _check_m(body, RECOMMEND, limits)
+    exclude_seen = _check_bool(body, RECOMMEND["exclude_seen"])
     exclude, exclude_rows, n_exclude = _check_filter(body, "exclude", item_kind, len(users),
                                                      "users")
     allow, allow_rows, n_allow = _check_filter(body, "allow", item_kind, len(users), "users")
@@ -301,12 +416,10 @@ def parse_recommend(body: dict, user_kind: str, item_kind: str, limits: Limits,
 
 def parse_similar(body: dict, item_kind: str, limits: Limits) -> SimilarRequest:
     """``POST /similar``: ``{"items": [...], "m": 20, "exclude": [...], "allow": [...]}``."""
-    _check_fields(body, ("items", "m", "exclude", "allow"), ("items",))
-    items = body["items"]
-    if isinstance(items, list):
-        _check_count(len(items), "items", limits)
-    items = check_ids(items, item_kind, "items", "item")
-    m = _check_m(body, 100, limits)
+    _check_fields(body, SIMILAR)
+    _check_count(body, SIMILAR["items"], limits)
+    items = check_ids(body["items"], item_kind, "items", "item")
+    m = _check_m(body, SIMILAR, limits)
     exclude, exclude_rows, n_exclude = _check_filter(body, "exclude", item_kind, len(items),
                                                      "items")
     allow, allow_rows, n_allow = _check_filter(body, "allow", item_kind, len(items), "items")
@@ -317,16 +430,14 @@ def parse_similar(body: dict, item_kind: str, limits: Limits) -> SimilarRequest:
 def parse_explain(body: dict, user_kind: str, item_kind: str, limits: Limits,
                   ) -> ExplainRequest:
     """``POST /explain``: ``{"user": u, "items": [...], "history": [...]}``."""
-    _check_fields(body, ("user", "items", "history"), ("user", "items"))
+    _check_fields(body, EXPLAIN)
     user = body["user"]
     if isinstance(user, list):
         raise RequestError(422, "user", "user is a single user id; got a list (explain "
                                         "answers for one user at a time).")
     check_id(user, user_kind, "user", "user")
-    items = body["items"]
-    if isinstance(items, list):
-        _check_count(len(items), "items", limits)
-    items = check_ids(items, item_kind, "items", "item")
+    _check_count(body, EXPLAIN["items"], limits)
+    items = check_ids(body["items"], item_kind, "items", "item")
     history = body.get("history")
     if history is not None:
         history = check_ids(history, item_kind, "history", "item")
@@ -336,7 +447,7 @@ def parse_explain(body: dict, user_kind: str, item_kind: str, limits: Limits,
 
 def parse_chunk(body: dict, user_kind: str, item_kind: str) -> ChunkRequest:
     """``POST /chunks``: ``{"chunk": c, "user": [...], "item": [...]}``, one whole chunk."""
-    _check_fields(body, ("chunk", "user", "item"), ("chunk", "user", "item"))
+    _check_fields(body, CHUNK)
     chunk = _check_chunk(body["chunk"])
     return ChunkRequest(chunk, *_check_columns(body, user_kind, item_kind, "chunk"))
 
@@ -345,20 +456,18 @@ def parse_engagements(body: dict, user_kind: str, item_kind: str, limits: Limits
                       ) -> EngagementsRequest:
     """``POST /engagements``: ``{"user": [...], "item": [...], "chunk": c}``, ``chunk``
     optional (the open chunk)."""
-    _check_fields(body, ("user", "item", "chunk"), ("user", "item"))
+    _check_fields(body, ENGAGEMENTS)
     chunk = body.get("chunk")
     if chunk is not None:
         chunk = _check_chunk(chunk)
-    user = body["user"]
-    if isinstance(user, list) and len(user) > limits.max_engagements:
-        raise RequestError(413, "user", f"at most {limits.max_engagements} engagements per "
-                                        f"request; got {len(user)}. Split the request.")
+    _check_count(body, ENGAGEMENTS["user"], limits, "engagements")
+    _check_count(body, ENGAGEMENTS["item"], limits, "engagements")
     return EngagementsRequest(chunk, *_check_columns(body, user_kind, item_kind, "request"))
 
 
 def parse_close(body: dict) -> int | None:
     """``POST /chunks/close``: ``{}`` or ``{"chunk": c}``, the open chunk."""
-    _check_fields(body, ("chunk",), ())
+    _check_fields(body, CLOSE)
     chunk = body.get("chunk")
     return None if chunk is None else _check_chunk(chunk)
 
