@@ -322,8 +322,10 @@ class RecommenderMixin:
         return None
 
     def _live_state(self, state: dict) -> dict:
-        """The attributes that answer with the open chunk, for `_published`."""
-        raise NotImplementedError
+        """The attributes that answer with the open chunk, for `_published`; called only
+        where `_live_key` is not None, so a recommender with ``observe`` defines both."""
+        raise NotImplementedError(
+            f"{type(self).__name__} overrides _live_key and must define _live_state too")
 
     def _closed(self):
         """A view of the published state without the open chunk (for a view with it, of

@@ -83,8 +83,10 @@ class _NeighbourRecommender(WindowRecommender):
     }
 
     def _neighbours(self, counts: sp.csr_matrix):
-        """``(indptr, items, scores)``: the top ``n_neighbors`` of each item."""
-        raise NotImplementedError
+        """``(indptr, items, scores)``: the top ``n_neighbors`` of each item. Each
+        neighbour recommender defines it (`ItemKNNRecommender`, `RP3betaRecommender`)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define _neighbours, the top neighbours of each item")
 
     def _weights(self, indptr, counts):
         """The weight of each profile entry (its count in the window and the history)."""
