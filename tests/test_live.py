@@ -11,6 +11,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sklearn_micro import MiCRO
+from sklearn_micro.micro import _retrieval
 from sklearn_micro.utils.estimator_checks import make_log, state_differences
 
 X_TRAIN, X_NEXT = make_log(seed=3, n_chunks=7, n_train=5, per_chunk=60, as_frame=True)
@@ -157,6 +158,40 @@ def test_answers_are_the_blended_model_exactly():
     items, scores = model.recommend(users, m=12)
     assert_array_equal(items, _brute_force(model, users, 12))
     assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+@pytest.mark.parametrize("observed", [False, True])
+def test_lists_and_scores_are_the_same_whichever_kernel_ranks_a_row(monkeypatch, name,
+                                                                    observed):
+    """`recommend` ranks a row of short lists by a scatter of every entry and the others
+    by reading the lists' heads (`SCATTER_ENTRIES`): every row read, every row scattered,
+    and the rows split between the two give the same lists and scores to the bit, with a
+    history and the seen items left out."""
+    model = _closed(PARAMS[name], live_weight=2.0)
+    if observed:
+        model.observe(_rows(OPEN, users=[20_001], items=[91_000, 91_001]))
+    users = np.concatenate([np.unique(X_TRAIN.user)[:40], [20_001, 30_000]])
+    rng = np.random.default_rng(0)
+    known = np.unique(X_TRAIN.item)
+    history = [rng.choice(known, 2).tolist() if j % 3 == 0 else [] for j in range(len(users))]
+    m = 5
+    view = model._published()
+    indptr, k, _ = view._mixtures(view.user_ids_.lookup(users))
+    phi_indptr = view._grouped_chunk()["phi_indptr"]
+    entries = np.bincount(np.repeat(np.arange(len(users)), np.diff(indptr)),
+                          weights=np.diff(phi_indptr)[k], minlength=len(users))
+    split = (0, float(np.median(entries[entries > 0])) / m)
+    shares = [_retrieval.scattered_rows(indptr, k, phi_indptr, m, bounds).mean()
+              for bounds in [(0, 0), split, (0, np.inf)]]
+    assert shares[0] == 0 and 0 < shares[1] < 1 and shares[2] > 0.9
+    answers = []
+    for bounds in [(0, 0), split, (0, np.inf)]:
+        monkeypatch.setattr(_retrieval, "SCATTER_ENTRIES", bounds)
+        answers.append(model.recommend(users, m, exclude_seen=True, history=history))
+    for items, scores in answers[1:]:
+        assert_array_equal(items, answers[0][0])
+        assert_array_equal(scores, answers[0][1])
 
 
 def test_new_item_is_retrieved_for_users_of_its_interest():

@@ -594,8 +594,9 @@ def personal_topm(queries, recent, chunk, seen, m, n_threads, sample=CUT_SAMPLE,
     ``seen``) are left out. Ties go to the more popular item (``chunk.item_count``; 0
     outside the chunk), then the lower index. ``sample`` is `mixture_topm`'s.
     `threshold.threshold_topm` gives the same lists and scores reading the head of each
-    interest's list only; this scatter serves a chunk narrowed to some items
-    (`MiCRO.recommend`'s ``allow``), for which no lists are kept.
+    interest's list only; this scatter ranks the rows whose interests hold few entries
+    (`MiCRO` chooses by `micro._retrieval.SCATTER_ENTRIES`) and a chunk narrowed to some
+    items (`MiCRO.recommend`'s ``allow``), for which no lists are kept.
 
     A chunk of more than ``range_items`` items is scattered range by range of items, a
     block of ``range_rows`` rows at a time (`_block_candidates`); each interest's entries

@@ -40,6 +40,55 @@ def live_weight_in_use(state: dict) -> float:
     return float(state.get("live_weight_", 0.0)) if weight == "auto" else float(weight)
 
 
+#: A row whose interests' lists hold more than ``SCATTER_ENTRIES[0]`` and at most
+#: ``SCATTER_ENTRIES[1]`` entries a slot of m is ranked by a scatter of every entry
+#: (`personal_topm`, `mixture_topm`), the others by `threshold_topm`, which reads each
+#: list's head: the same lists and scores, and the cost measured by
+#: ``benchmarks/observe.py``. The threshold pays per entry it reads, and more for an item
+#: in several of the row's lists (an open chunk's items are), the scatter little per entry
+#: and a fixed part per row; (0, 0) reads the lists for every row.
+SCATTER_ENTRIES = (2, 32)
+
+
+def scattered_rows(indptr, k, phi_indptr, m, bounds=None) -> np.ndarray:
+    """Which rows of the mixtures' CSR ``(indptr, k)`` `MiCRO` ranks by a scatter: those
+    whose interests hold, in the interest-major ``phi_indptr``, more than
+    ``bounds[0] * m`` and at most ``bounds[1] * m`` entries (`SCATTER_ENTRIES`)."""
+    low, high = SCATTER_ENTRIES if bounds is None else bounds
+    n = indptr.shape[0] - 1
+    row = np.repeat(np.arange(n), np.diff(indptr))
+    entries = np.bincount(row, weights=np.diff(phi_indptr)[k], minlength=n)
+    return (entries > low * m) & (entries <= high * m)
+
+
+def _row_subset(rows, queries: Queries, recent: Recent, seen: ItemRows):
+    """``queries``, ``recent`` and ``seen`` of the rows ``rows`` only (None: all)."""
+    if rows is None:
+        return queries, recent, seen
+    q_ptr, q_pos = csr_rows(queries.indptr, rows)
+    r_ptr, r_pos = csr_rows(recent.indptr, rows)
+    s_ptr, s_pos = csr_rows(seen.indptr, rows)
+    return (Queries(q_ptr, queries.interest[q_pos], queries.weight[q_pos],
+                    queries.base[rows], queries.share_weight[rows]),
+            Recent(recent.lam[rows], r_ptr, recent.item[r_pos], recent.score[r_pos]),
+            ItemRows(s_ptr, seen.items[s_pos]))
+
+
+def _merged_rows(rows, parts, n):
+    """The arrays of ``parts`` (tuples of arrays alike, each over its ``rows``), row by
+    row into arrays of ``n`` rows; an array empty in every part stays empty."""
+    out = []
+    for arrays in zip(*parts, strict=True):
+        if all(a.shape[0] == 0 for a in arrays):
+            out.append(arrays[0])
+            continue
+        merged = np.empty((n, *arrays[0].shape[1:]), arrays[0].dtype)
+        for at, a in zip(rows, arrays, strict=True):
+            merged[at] = a
+        out.append(merged)
+    return tuple(out)
+
+
 def _numba_threads(n_jobs):
     """numba's threads set to ``n_jobs`` (scikit-learn's meaning) inside the block."""
     return numba_threads(resolve_n_jobs(n_jobs))
@@ -276,16 +325,40 @@ class MiCRORetrieval:
 
     def _rank_latest(self, indptr, k, weight, base, share_weight, recent, seen, m, *,
                      paper: bool, blended: bool = True):
-        """`threshold_topm` over the latest chunk (`_grouped_chunk`, and its lists,
-        `ranked_chunk`) for rows of interests ``(indptr, k, weight, base, share_weight)``
-        and recent items ``recent`` (a `Recent`)."""
+        """The top-m over the latest chunk (`_grouped_chunk`) for rows of interests
+        ``(indptr, k, weight, base, share_weight)`` and recent items ``recent`` (a
+        `Recent`): `threshold_topm`'s five arrays. A row whose interests' lists are short
+        (`scattered_rows`) is ranked by a scatter of every entry, the others by
+        `threshold_topm` reading the lists' heads (`ranked_chunk`, made only if a row
+        reads them); the lists and scores are the same to the bit either way."""
         chunk = self._grouped_chunk()
-        lists = ranked_chunk(chunk)
+        arrays = chunk_arrays(chunk, self.chunk_items_)
+        queries = Queries(indptr, k, weight, base, share_weight)
+        seen = ItemRows(*seen)
+        short = (scattered_rows(indptr, k, chunk["phi_indptr"], m) if paper != blended
+                 else np.zeros(indptr.shape[0] - 1, bool))
         with _numba_threads(self.n_jobs) as threads:
-            return threshold_topm(
-                Queries(indptr, k, weight, base, share_weight), recent,
-                chunk_arrays(chunk, self.chunk_items_), lists, ItemRows(*seen), m, threads,
-                paper=paper, blended=blended)
+            def scatter(rows):
+                q, r, s = _row_subset(rows, queries, recent, seen)
+                if blended:
+                    empty = (np.zeros((0, m), np.int64), np.zeros((0, m)),
+                             np.zeros(0, np.int64))
+                    return (*personal_topm(q, r, arrays, s, m, threads), *empty)
+                return (np.zeros((0, m), np.int64), np.zeros((0, m)),
+                        *mixture_topm(q, arrays, s, m, threads))
+
+            def read_lists(rows):
+                q, r, s = _row_subset(rows, queries, recent, seen)
+                return threshold_topm(q, r, arrays, ranked_chunk(chunk), s, m, threads,
+                                      paper=paper, blended=blended)
+
+            if not short.any():
+                return read_lists(None)
+            if short.all():
+                return scatter(None)
+            rows = np.flatnonzero(short), np.flatnonzero(~short)
+            return _merged_rows(rows, (scatter(rows[0]), read_lists(rows[1])),
+                                indptr.shape[0] - 1)
 
     def _rank_mixtures(self, indptr, k, theta, m, seen, *, chunk=None):
         """Top-m of ``p_t(i|.)`` for rows given by their mixtures (no personal
