@@ -111,13 +111,23 @@ def test_no_users_no_rows(client):
     assert client.post("/recommend", json={"users": []}).json() == {"items": [], "scores": []}
 
 
+# seconds for the answers once the service is up: a few small requests take well under a
+# second on a loaded machine, so a batcher that never answers fails in this time
+ANSWER_SECONDS = 20
+
+
 def _send_together(model_file, bodies, path="/recommend", **options):
     """``bodies`` posted to ``path`` at once to a `Service` (``options``), with the
-    answers, the /metrics text after them and the service's batcher; bounded in time."""
+    answers, the /metrics text after them and the service's batcher; bounded in time: 120
+    s to start (load and warm, compiling the kernels on a cold cache), then
+    `ANSWER_SECONDS` to answer and stop."""
+    started = threading.Event()
+
     async def run():
         service = Service(model_file, batch_wait=0.01, update_in_process=True, **options)
         app = create_app(service=service)
         await service.start()
+        started.set()
         try:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
@@ -129,10 +139,21 @@ def _send_together(model_file, bodies, path="/recommend", **options):
 
     # on a thread of its own, so that a batcher stuck in its loop fails the test
     out = []
-    thread = threading.Thread(target=lambda: out.append(asyncio.run(run())), daemon=True)
+
+    def serve():
+        try:
+            out.append(asyncio.run(run()))
+        except BaseException as exc:  # raised by the test's own thread below
+            out.append(exc)
+            started.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    thread.join(120)
-    assert out, "the service did not answer within 120 s"
+    assert started.wait(120), "the service did not start within 120 s"
+    thread.join(ANSWER_SECONDS)
+    assert out, f"the service did not answer within {ANSWER_SECONDS} s of starting"
+    if isinstance(out[0], BaseException):
+        raise out[0]
     return out[0]
 
 
