@@ -68,6 +68,32 @@ def test_iter_preset_draws_by_its_random_state(preset):
                 and np.array_equal(a.item, b.item))
 
 
+def test_write_preset_writes_the_draw_of_its_random_state(tmp_path, monkeypatch):
+    """On a tiny preset: the file of a seed holds every column of `iter_preset`'s chunks
+    for that seed, the same seed writes the same file, another seed another one."""
+    pytest.importorskip("pyarrow")
+    monkeypatch.setitem(PRESETS, "follow", dict(
+        PRESETS["follow"], n_users=20_000, n_items=30_000, n_engagements=300_000,
+        n_interests=500, n_chunks=4, test_chunks=1, user_degree=(1, 40)))
+
+    def written(seed, name):
+        path = tmp_path / f"{name}.parquet"
+        assert write_preset(path, "follow", 0.01, random_state=seed) > 0
+        return read_log(path)
+
+    def drawn(seed):
+        chunks = list(iter_preset("follow", 0.01, random_state=seed))
+        return {c: np.concatenate([getattr(chunk, c) for chunk in chunks])
+                for c in ("user", "item", "chunk")}
+
+    a, again, b = written(3, "a"), written(3, "again"), written(4, "b")
+    for column, values in drawn(3).items():
+        assert np.array_equal(getattr(a, column), values)
+        assert np.array_equal(getattr(again, column), values)
+    assert not (len(a) == len(b) and np.array_equal(a.user, b.user)
+                and np.array_equal(a.item, b.item))
+
+
 def _args(out, **given):
     args = cli._parser().parse_args(["reproduce", "--out", str(out), *given.pop("argv", [])])
     return argparse.Namespace(**{**vars(args), **given})

@@ -111,13 +111,23 @@ def test_no_users_no_rows(client):
     assert client.post("/recommend", json={"users": []}).json() == {"items": [], "scores": []}
 
 
+# seconds for the answers once the service is up: a few small requests take well under a
+# second on a loaded machine, so a batcher that never answers fails in this time
+ANSWER_SECONDS = 20
+
+
 def _send_together(model_file, bodies, path="/recommend", **options):
     """``bodies`` posted to ``path`` at once to a `Service` (``options``), with the
-    answers, the /metrics text after them and the service's batcher; bounded in time."""
+    answers, the /metrics text after them and the service's batcher; bounded in time: 120
+    s to start (load and warm, compiling the kernels on a cold cache), then
+    `ANSWER_SECONDS` to answer and stop."""
+    started = threading.Event()
+
     async def run():
         service = Service(model_file, batch_wait=0.01, update_in_process=True, **options)
         app = create_app(service=service)
         await service.start()
+        started.set()
         try:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
@@ -129,10 +139,21 @@ def _send_together(model_file, bodies, path="/recommend", **options):
 
     # on a thread of its own, so that a batcher stuck in its loop fails the test
     out = []
-    thread = threading.Thread(target=lambda: out.append(asyncio.run(run())), daemon=True)
+
+    def serve():
+        try:
+            out.append(asyncio.run(run()))
+        except BaseException as exc:  # raised by the test's own thread below
+            out.append(exc)
+            started.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    thread.join(120)
-    assert out, "the service did not answer within 120 s"
+    assert started.wait(120), "the service did not start within 120 s"
+    thread.join(ANSWER_SECONDS)
+    assert out, f"the service did not answer within {ANSWER_SECONDS} s of starting"
+    if isinstance(out[0], BaseException):
+        raise out[0]
     return out[0]
 
 
@@ -797,9 +818,56 @@ def test_snapshot_that_fails_to_warm_is_removed_and_the_previous_served(
             health = c.get("/health").json()
         assert health["chunk"] == 4 and "warming failed" in health["last_error"]["error"]
         assert health["status"] == "degraded" and 5 in health["queued"]
+        assert c.post("/engagements", json=_body(OPEN_PART)).status_code == 200
     folder = model_file.parent / (model_file.name + ".d")
     assert not (folder / "chunk-5.skops").exists()
     assert _served_chunk(model_file) == (4, folder / "chunk-4.skops")
+    monkeypatch.undo()
+    _check_restart_replays(model_file, micro)
+
+
+# engagements of the open chunk acknowledged before a restart
+OPEN_PART = CHUNKS[0].iloc[:5].assign(chunk=6)
+
+
+def _check_restart_replays(model_file, micro):
+    """A restart answers as the model that saw every acknowledged engagement: chunks 4 and
+    5 closed, `OPEN_PART` observed."""
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        health = _wait_live(c, 5, timeout=60)
+        assert health["chunk"] == 5 and health["last_error"] is None, health
+        assert health["engagements"] == len(OPEN_PART)
+        expected = copy.deepcopy(micro).partial_fit(CHUNKS[0]).partial_fit(CHUNKS[1])
+        expected.observe(OPEN_PART)
+        assert c.post("/recommend", json={"users": USERS, "m": 6}).json() == _as_answer(
+            *expected.recommend(USERS, 6))
+
+
+@pytest.mark.parametrize("damaged", [4, 5])
+def test_restart_passes_over_a_damaged_newest_snapshot_and_replays_its_chunk(
+        micro, model_file, monkeypatch, damaged):
+    """The service stops after chunk ``damaged``'s snapshot is renamed into place and
+    before it is swapped in, and the file is damaged: a restart passes over it, serves the
+    one before (MODEL before chunk 4's), and applies the closed chunks and observes the
+    open one from the event log."""
+    snapshot = model_file.parent / (model_file.name + ".d") / f"chunk-{damaged}.skops"
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        for chunk in CHUNKS[:2]:
+            if chunk.chunk.iloc[0] == damaged:
+                monkeypatch.setenv(worker.FAILPOINT, "after-snapshot-rename")
+            assert c.post("/chunks", json=_body(chunk)).status_code == 202
+            if chunk.chunk.iloc[0] < damaged:
+                _wait_live(c, 4)
+        deadline = time.monotonic() + 60
+        while not snapshot.exists():
+            assert time.monotonic() < deadline, "the snapshot was never renamed into place"
+            time.sleep(0.05)
+        assert c.get("/health").json()["chunk"] == damaged - 1
+        assert c.post("/engagements", json=_body(OPEN_PART)).status_code == 200
+    monkeypatch.delenv(worker.FAILPOINT)
+    assert snapshot.is_file()
+    snapshot.write_bytes(b"damaged after its rename")
+    _check_restart_replays(model_file, micro)
 
 
 def test_unreadable_snapshot_is_passed_over(micro, model_file):
