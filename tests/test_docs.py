@@ -86,7 +86,7 @@ def test_readmes_live_figures_are_the_live_pages():
                        r"\(recall@100\s+(\.\d+) against (\.\d+); ANN live (\.\d+)\)",
                        read("README.md"))
     ratio, live, chunk_only, ann = quoted.groups()
-    rows = table_rows(read("docs/live.md"), "| method | recall@100 |")
+    rows = table_rows(read("docs/live_results.md"), "| method | recall@100 |")
     assert first_number(rows["MiCRO chunk-only"][0]) == float(chunk_only)
     micro_live = next(row for name, row in rows.items()  # the default live_weight
                       if name.startswith("MiCRO live (auto"))
@@ -109,7 +109,7 @@ def test_readmes_serving_figures_are_the_serving_pages():
     quoted = re.search(r"(\d,\d{3}) a second at p99 (\d+) ms, (\d+) ms while a chunk is applied",
                        read("README.md"))
     rate, p99, p99_update = (first_number(x) for x in quoted.groups())
-    text = read("docs/serving.md")
+    text = read("docs/serving_results.md")
     table = re.search(r"^\| request \| connections \|.*?(?=^\s*$)", text, flags=re.S | re.M)
     rows = [[c.strip() for c in line.strip("|").split("|")]
             for line in table.group(0).splitlines()[2:]]
