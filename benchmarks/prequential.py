@@ -12,7 +12,7 @@ unit); the ratios to chunk-only MiCRO are paired by user.
     python benchmarks/prequential.py --log fave --scale 0.05 --test-chunks 4
     python benchmarks/prequential.py --log higgs --live-weights 0.5 1 2 4
 
-The tables are quoted in docs/live.md.
+The tables are quoted in docs/live_results.md.
 """
 from __future__ import annotations
 

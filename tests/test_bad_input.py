@@ -1,6 +1,6 @@
-"""Every bad input of docs/reliability.md, tried as a user would, and what happens.
+"""Every bad input of docs/bad_input.md, tried as a user would, and what happens.
 
-Each case has an id that the table of docs/reliability.md names; `test_the_table_names_every
+Each case has an id that the table of docs/bad_input.md names; `test_the_table_names_every
 _case` keeps the two in step. Cases tested elsewhere (the readers, persistence, the shared
 recommender checks, fuzzing, injected failures) are named in the table with their test.
 """
@@ -26,7 +26,7 @@ from sklearn_micro.cli import main
 TRAIN = np.array([[0, 10, 0], [0, 11, 0], [1, 12, 0], [1, 13, 0], [2, 10, 1]])
 INTERESTS = ([10, 11, 12, 13], [0, 0, 1, 1])
 STRINGS = pd.DataFrame({"user": ["a", "b", "c"], "item": ["x", "y", "x"], "chunk": [0, 0, 1]})
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "bad_input.md"
 
 
 def micro():
@@ -319,7 +319,7 @@ def test_the_table_names_every_case():
            "pandas-transform-output", "nothing-to-assign", "huge-interest-label",
            "cli-truncated-gz", "cli-options-without-data", "cli-type-error"]
     missing = [case for case in ids if f"`{case}`" not in text]
-    assert not missing, f"docs/reliability.md does not name {missing}"
+    assert not missing, f"docs/bad_input.md does not name {missing}"
 
 
 def test_mixtures_refuse_ids_of_mixed_kinds():

@@ -1,7 +1,8 @@
 """The documentation's snippets run and its figures agree: docs/index.rst's snippet runs as
 written; every figure the README (or the changelog, or docs/reproducing.md) quotes from a
 page of the docs is the page's; the HTTP reference lists every endpoint and field of the
-service's OpenAPI document."""
+service's OpenAPI document; the user guide outside the Results part, the API reference and
+the changelog stay under their line budget."""
 
 import importlib.util
 import re
@@ -86,7 +87,7 @@ def test_readmes_live_figures_are_the_live_pages():
                        r"\(recall@100\s+(\.\d+) against (\.\d+); ANN live (\.\d+)\)",
                        read("README.md"))
     ratio, live, chunk_only, ann = quoted.groups()
-    rows = table_rows(read("docs/live.md"), "| method | recall@100 |")
+    rows = table_rows(read("docs/live_results.md"), "| method | recall@100 |")
     assert first_number(rows["MiCRO chunk-only"][0]) == float(chunk_only)
     micro_live = next(row for name, row in rows.items()  # the default live_weight
                       if name.startswith("MiCRO live (auto"))
@@ -109,7 +110,7 @@ def test_readmes_serving_figures_are_the_serving_pages():
     quoted = re.search(r"(\d,\d{3}) a second at p99 (\d+) ms, (\d+) ms while a chunk is applied",
                        read("README.md"))
     rate, p99, p99_update = (first_number(x) for x in quoted.groups())
-    text = read("docs/serving.md")
+    text = read("docs/serving_results.md")
     table = re.search(r"^\| request \| connections \|.*?(?=^\s*$)", text, flags=re.S | re.M)
     rows = [[c.strip() for c in line.strip("|").split("|")]
             for line in table.group(0).splitlines()[2:]]
@@ -160,3 +161,30 @@ def test_the_http_reference_lists_every_endpoint_and_field():
             for field in schema["properties"]:
                 assert f"| `{field}` |" in page, (name, field)
     assert "| `m` | integer | 1 to 1,000 | `100` |" in page
+
+
+def toctree_pages(name: str) -> list[str]:
+    """The pages listed in the toctrees of ``docs/<name>.rst``, in order."""
+    pages = []
+    for block in re.findall(r"^\.\. toctree::\n((?:[ \t]+.*\n|\n)*)", read(f"docs/{name}.rst"),
+                            flags=re.M):
+        pages += [line.strip() for line in block.splitlines()
+                  if line.strip() and not line.strip().startswith(":")]
+    return pages
+
+
+def page_text(page: str) -> str:
+    if page == "_generated/http":  # written at build time from the OpenAPI document
+        return module(DOCS / "_ext" / "http_reference.py").markdown()
+    (path,) = [p for p in (DOCS / f"{page}.md", DOCS / f"{page}.rst") if p.is_file()]
+    return path.read_text()
+
+
+def test_the_user_guide_api_and_changelog_stay_under_3000_lines():
+    pytest.importorskip("orjson")
+    guide = toctree_pages("user_guide")
+    assert "_generated/http" in guide and "serving" in guide
+    assert not set(guide) & set(toctree_pages("results")), "a page in both parts"
+    lines = {page: len(page_text(page).splitlines())
+             for page in ["user_guide", *guide, "api", "changelog"]}
+    assert sum(lines.values()) < 3000, sorted(lines.items(), key=lambda kv: -kv[1])

@@ -166,7 +166,7 @@ def test_both_csv_engines_agree_on_fuzzed_files(tmp_path, monkeypatch):
     """The numpy reader gives what the pyarrow reader gives, or refuses what it refuses.
 
     One known difference: pyarrow reads a hexadecimal field such as ``0x1f`` as an integer
-    (31), where the numpy reader refuses it (docs/reliability.md says so).
+    (31), where the numpy reader refuses it (docs/bad_input.md says so).
     """
 
     @FUZZ

@@ -22,15 +22,11 @@ shows the service at work, {{doc}}`/online` the in-process calls the endpoints a
 with. A running service answers the same document at `GET /openapi.json`, with its
 model's id kinds filled in; this page shows a model of integer ids (for string ids, ids
 are strings and padding is `""`) and the default limits of
-`sklearn_micro.serving.validation.Limits`.
+`sklearn_micro.serving.validation.Limits`: {limits}.
 
 Every request and answer body is JSON. An error's body is `{{"error": ..., "field": ...}}`:
 the message names what was expected and what was given, `field` the field refused (as
-`users[3]`) or null. Every `POST` may answer 400 (the body is not JSON), 413 (too many
-ids, or too large a body) and 422 (a field of the wrong type or value, or an endpoint the
-served model cannot answer), besides the codes listed under it.
-
-The limits: {limits}.
+`users[3]`) or null. Every `POST` may answer these, besides the codes listed under it:
 """
 
 
@@ -129,7 +125,10 @@ def markdown(doc: dict | None = None) -> str:
         doc = document("int", "int", limits, __version__)
     limit_text = ", ".join(f"`{name}` {value:,}" for name, value in vars(limits).items()
                            if isinstance(value, int))
+    common = _common_answers(doc)
     lines = [INTRO.format(limits=limit_text)]
+    lines += ["| status | meaning | body |", "|---|---|---|"]
+    lines += [_answer_row(status, answer, doc) for status, answer in common] + [""]
     lines += ["| endpoint | what it does |", "|---|---|"]
     for path, methods in doc["paths"].items():
         for method, op in methods.items():
@@ -152,15 +151,12 @@ def markdown(doc: dict | None = None) -> str:
             lines += ["| status | meaning | body |", "|---|---|---|"]
             answers = []
             for status, answer in op.get("responses", {}).items():
+                if (status, answer) in common:
+                    continue
                 content = answer.get("content", {})
                 if "application/json" in content:
-                    schema = content["application/json"]["schema"]
-                    answers.append(schema)
-                    body_text = _type(schema, doc)
-                else:
-                    body_text = ", ".join(content) or "none"
-                lines.append(f"| {status} | {_cell(answer.get('description', ''))} "
-                             f"| {_cell(body_text)} |")
+                    answers.append(content["application/json"]["schema"])
+                lines.append(_answer_row(status, answer, doc))
             lines.append("")
             for schema in answers:
                 name = schema.get("$ref", "").rsplit("/", 1)[-1]
@@ -173,6 +169,26 @@ def markdown(doc: dict | None = None) -> str:
                           ""]
                 lines += _fields(schema, doc, request=False) + [""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _common_answers(doc: dict) -> list[tuple[str, dict]]:
+    """The error answers every ``POST`` gives alike, listed once on the page."""
+    posts = [methods["post"]["responses"] for methods in doc["paths"].values()
+             if "post" in methods]
+    if not posts:
+        return []
+    return [(status, answer) for status, answer in posts[0].items()
+            if not status.startswith("2") and all(r.get(status) == answer for r in posts)]
+
+
+def _answer_row(status: str, answer: dict, doc: dict) -> str:
+    """A row of an endpoint's answers: its status, what it means and its body's type."""
+    content = answer.get("content", {})
+    if "application/json" in content:
+        body_text = _type(content["application/json"]["schema"], doc)
+    else:
+        body_text = ", ".join(content) or "none"
+    return f"| {status} | {_cell(answer.get('description', ''))} | {_cell(body_text)} |"
 
 
 def _anchor(method: str, path: str) -> str:

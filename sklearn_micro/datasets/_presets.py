@@ -52,7 +52,7 @@ _BETA_AT_MIN_SCALE = 0.01
 # fixed share the chunk before's top 100 hold fewer of a chunk's pairs as the log grows
 # (fave: .104 at 1/100, .078 at 1/4 at 0.15), since at 1/100 the top items of the 50
 # interests still reach the top 100; the share grows so that the head, and Popularity,
-# stay near the paper's .101 (docs/datasets.md gives the measurements).
+# stay near the paper's .101 (docs/calibration.md gives the measurements).
 _TRENDING_PER_DECADE = {"fave": 0.025, "follow": 0.0}
 _SIZES = ("n_users", "n_items", "n_engagements", "n_interests")
 _MIN_SCALE = 0.01
@@ -91,7 +91,7 @@ def preset_parameters(preset: str, scale: float = 1.0) -> Bunch:
         scale (0.01 at 1/100, 0.0001 at full scale). The ``fave`` log's
         ``trending_share`` grows by 0.025 a decade of scale from 0.15 at 1/100 (0.2 at full
         scale), so that the chunk before's 100 most engaged items hold about a tenth of a
-        chunk's pairs at every scale (measured in docs/datasets.md, not by the tests).
+        chunk's pairs at every scale (measured in docs/calibration.md, not by the tests).
 
     See Also
     --------
