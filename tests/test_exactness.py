@@ -269,3 +269,40 @@ def test_users_without_support_get_the_popularity_share(phi_decay):
         np.testing.assert_array_equal(items[row, :n], model.item_ids_.ids[
             model.chunk_items_[order]])
         np.testing.assert_allclose(scores[row, :n], share[order])
+
+
+@pytest.mark.parametrize("bounds", [(0, 0), None])
+def test_recommend_with_more_than_64_interests_equals_a_dense_scan(monkeypatch, bounds):
+    """K = 130: the threshold kernel's interest bits (``k % 64``) are shared by interests
+    k, k + 64 and k + 128, and items of the latest chunk lie in several of a user's
+    interests. ``recommend`` with the lists read for every row (``(0, 0)``) and with the
+    kernel chosen by row gives each user the dense scan's scores, best first."""
+    from sklearn_micro.micro import _retrieval
+
+    if bounds is not None:
+        monkeypatch.setattr(_retrieval, "SCATTER_ENTRIES", bounds)
+    rng = np.random.default_rng(7)
+    n_users, n_items, K = 300, 500, 130
+    rows = np.column_stack([rng.integers(0, n_users, 9000), rng.integers(0, n_items, 9000),
+                            np.repeat([0, 1, 2], 3000)])
+    items = np.unique(rows[:, 1])
+    model = MiCRO(personal=0, popularity=0, phi_decay=0, random_state=0).fit(
+        rows[rows[:, 2] < 2], item_interest=(items, rng.integers(0, K, items.shape[0])))
+    model.partial_fit(rows[rows[:, 2] == 2])
+    users = model.user_ids_.ids
+    # the case the bits are for: a user with two interests of the same bit, and an item
+    # in two of them
+    theta = model.user_interests(users).toarray() > 0
+    assert model.n_interests_ == K
+    assert any((theta[:, b::64].sum(axis=1) > 1).any() for b in range(64))
+    assert (np.bincount(model.phi_item_) > 1).any()
+    m = 20
+    got_items, got_scores = model.recommend(users, m)
+    dense, chunk_ids = dense_scores(model, users)
+    lookup = {item: j for j, item in enumerate(chunk_ids.tolist())}
+    for row in range(users.shape[0]):
+        best = np.sort(dense[row])[::-1][:m]
+        np.testing.assert_allclose(got_scores[row], best, rtol=1e-9, atol=1e-15)
+        position = [lookup[i] for i in got_items[row].tolist()]
+        np.testing.assert_allclose(dense[row, position], got_scores[row], rtol=1e-9,
+                                   atol=1e-15)
