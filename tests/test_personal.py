@@ -40,6 +40,7 @@ from sklearn_micro._kernels.topm import (
     Chunk,
     Queries,
     Recent,
+    blend_ranks,
     group_by_interest,
     mixture_topm,
     personal_ranks,
@@ -992,3 +993,36 @@ def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, sample):
             found = [j + 1 for j, item in enumerate(top) if item in set(rel_rows[r].tolist())]
             assert hits[r, g] == len(found)
             assert rank[r, g] == (found[0] if found else 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs(), st.data())
+def test_blend_ranks_equal_personal_ranks_per_popularity_weight_and_a_sort(x, data):
+    lams = np.array([0.0, 0.25, 0.5, 0.75])
+    n = x["q_ptr"].shape[0] - 1
+    n_global = int(max(x["chunk_items"].max(), x["r_item"].max(initial=0))) + 1
+    rel_rows = [np.sort(data.draw(st.lists(st.integers(0, n_global), max_size=4, unique=True)))
+                for _ in range(n)]
+    rel_ptr = np.concatenate([[0], np.cumsum([len(r) for r in rel_rows])]).astype(np.int64)
+    relevant = ItemRows(rel_ptr, np.concatenate(rel_rows).astype(np.int64))
+    queries, recent, _, _ = kernel_inputs(x, False)
+    n_local = x["chunk_items"].shape[0]
+    chunk = Chunk(x["phi_ptr"], x["phi_item"], x["phi_cnt"], x["item_pop"], x["item_share"],
+                  x["chunk_items"], x["chunk_items"], np.arange(n_local, dtype=np.int32),
+                  x["pop_order"])
+    # the rows' own share weights, none, a popularity weight alone and a large one
+    share_weights = np.stack([x["q_share"], np.zeros(n), np.full(n, 0.3), np.full(n, 50.0)])
+    hits, rank = blend_ranks(queries, lams, share_weights, recent, relevant, chunk, x["m"], 2)
+    unseen = dict(x, seen_ptr=np.zeros(n + 1, np.int64), seen_items=np.empty(0, np.int64))
+    for j, weights in enumerate(share_weights):
+        want = personal_ranks(queries._replace(share_weight=weights), lams, recent, relevant,
+                              chunk, x["m"], 2)
+        np.testing.assert_array_equal(hits[:, j], want[0])
+        np.testing.assert_array_equal(rank[:, j], want[1])
+        for r in range(n):
+            for g, lam in enumerate(lams):
+                top = [item for item, _, _ in
+                       sorted_candidates(dict(unseen, q_share=weights), r, lam)[:x["m"]]]
+                found = [t + 1 for t, item in enumerate(top) if item in set(rel_rows[r].tolist())]
+                assert hits[r, j, g] == len(found)
+                assert rank[r, j, g] == (found[0] if found else 0)

@@ -22,6 +22,7 @@ from .selection import (
     make_heap,
     offer,
     sampled_cut,
+    select,
     worse,
 )
 
@@ -718,7 +719,7 @@ def personal_ranks(queries, lams, recent, relevant, chunk, m, n_threads, sample=
                 if size == m and x < hs[0]:
                     continue
                 size, _ = offer(heap, size, m, x, item_pop[li], chunk_items[li])
-            bound = hs[0] * (1.0 - 1e-12) if size == m else -np.inf
+            bound = hs[0] * (1.0 - TIE_MARGIN) if size == m else -np.inf
             n_leading = ZERO
             for t in range(nt):
                 li = cand_item[t]
@@ -752,4 +753,397 @@ def personal_ranks(queries, lams, recent, relevant, chunk, m, n_threads, sample=
                             ahead += 1
                     rank[r, g] = ahead + 1
             mark_recent(r, recent, recent_local[0], mark, np.uint8(0))
+    return hits, rank
+
+
+
+
+class Ranked(NamedTuple):
+    """Items of one row as `blend_ranks` ranks them: each one's score, popularity (the
+    first tie-break), global index (the second) and whether it is relevant (1) or not
+    (0)."""
+
+    score: np.ndarray
+    pop: np.ndarray
+    item: np.ndarray
+    relevant: np.ndarray
+
+
+class PairWork(NamedTuple):
+    """`_rank_pairs`' scratch: an order and the leading items sorted (``lead``) and
+    scaled by a personal weight (``scaled``), an order and the recent items sorted
+    (``recent``)."""
+
+    order: np.ndarray
+    lead: Ranked
+    scaled: Ranked
+    recent_order: np.ndarray
+    recent: Ranked
+
+
+class BlendRow(NamedTuple):
+    """`blend_ranks`' scratch for one row at a time (one per thread).
+
+    ``acc``, ``mark``, ``touched``, ``cands``, ``found``: as `personal_ranks` holds them;
+    ``nc_item, nc_x``: the row's candidates that are not recent, with their interests'
+    score ``x``; ``qual``: positions in them (`_qualifiers`); ``others``: the chunk's
+    first other items (`_first_others`); ``y_of`` and ``scratch``: scores; ``pool``: the
+    leading items (`_leading`); ``rec`` and ``rec_y``: the recent items (`_recent_ranked`);
+    ``pairs``: `PairWork`.
+    """
+
+    acc: np.ndarray
+    mark: np.ndarray
+    touched: np.ndarray
+    cands: Candidates
+    found: RecentFound
+    nc_item: np.ndarray
+    nc_x: np.ndarray
+    qual: np.ndarray
+    others: np.ndarray
+    y_of: np.ndarray
+    scratch: np.ndarray
+    pool: Ranked
+    rec: Ranked
+    rec_y: np.ndarray
+    pairs: PairWork
+
+
+# the relative margin below a row's m-th best score within which `personal_ranks` and
+# `blend_ranks` keep an item of its interests: scaled by ``1 - lam`` it may tie that score
+# (rounding) and then win on popularity
+TIE_MARGIN = 1e-12
+
+
+@njit(cache=True)
+def _empty_ranked(n):
+    """A `Ranked` of room for ``n`` items."""
+    return Ranked(np.empty(n), np.empty(n), np.empty(n, np.int64), np.empty(n, np.uint8))
+
+
+@njit(cache=True)
+def _blend_row_work(n_local, m, max_recent):
+    """A `BlendRow` for a chunk of ``n_local`` items, ``m`` slots and rows of up to
+    ``max_recent`` recent items."""
+    n_pool = n_local + m
+    return BlendRow(
+        np.zeros(n_local), np.zeros(n_local, np.uint8), np.empty(n_local + 1, np.int32),
+        Candidates(np.empty(2, np.int64), np.empty(1, np.int64),
+                   np.empty(n_local, np.int32), np.empty(n_local)),
+        RecentFound(np.empty((1, max_recent), np.int64), np.empty((1, max_recent))),
+        np.empty(n_local, np.int32), np.empty(n_local), np.empty(n_local, np.int64),
+        np.empty(max(m, 0), np.int64), np.empty(n_pool), np.empty(n_pool),
+        _empty_ranked(n_pool), _empty_ranked(max_recent), np.empty(max_recent),
+        PairWork(np.empty(n_pool, np.int64), _empty_ranked(n_pool), _empty_ranked(n_pool),
+                 np.empty(max_recent, np.int64), _empty_ranked(max_recent)))
+
+
+@njit(cache=True)
+def _is_relevant(relevant, r, item):
+    """1 if ``item`` is among row r's relevant items (`selection.ItemRows`), else 0."""
+    lo, hi = relevant.indptr[r], relevant.indptr[r + 1]
+    if hi > lo and is_seen(relevant.items, lo, hi, item):
+        return np.uint8(1)
+    return np.uint8(0)
+
+
+@njit(cache=True)
+def _any_relevant(ranked, n):
+    """Whether one of ``ranked[:n]`` (`Ranked`) is relevant."""
+    for t in range(n):
+        if ranked.relevant[t]:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _mth_best(values, n, m, scratch):
+    """The m-th largest of ``values[:n]`` (-inf when there are fewer than m)."""
+    if n < m or m <= 0:
+        return -np.inf
+    scratch[:n] = values[:n]
+    return select(scratch, n, n - m)
+
+
+@njit(cache=True)
+def _settle_ties(ranked, n):
+    """Insertion sort of ``ranked[:n]`` (IN/OUT), best first (a higher score, then a
+    higher popularity, then a lower index), in time linear in ``n`` when only runs of
+    equal scores are out of order."""
+    score, pop, item, rel = ranked
+    for t in range(1, n):
+        s, p, i, f = score[t], pop[t], item[t], rel[t]
+        u = t
+        while u > 0 and worse(score[u - 1], pop[u - 1], item[u - 1], s, p, i):
+            score[u] = score[u - 1]
+            pop[u] = pop[u - 1]
+            item[u] = item[u - 1]
+            rel[u] = rel[u - 1]
+            u -= 1
+        score[u] = s
+        pop[u] = p
+        item[u] = i
+        rel[u] = f
+
+
+@njit(cache=True)
+def _sort_ranked(ranked, n, order, out):
+    """``out[:n]`` (OUT): ``ranked[:n]`` (`Ranked`) best first; ``order`` is scratch of
+    ``n`` entries. A list of more than 16 is sorted by score first."""
+    if n > 16:
+        order[:n] = np.argsort(-ranked.score[:n], kind="mergesort")
+    else:
+        order[:n] = np.arange(n)
+    for t in range(n):
+        o = order[t]
+        out.score[t] = ranked.score[o]
+        out.pop[t] = ranked.pop[o]
+        out.item[t] = ranked.item[o]
+        out.relevant[t] = ranked.relevant[o]
+    _settle_ties(out, n)
+
+
+@njit(cache=True)
+def _merged_ranks(lead, n_lead, rec, n_rec, m):
+    """The relevant items among the first m of two lists best first, ``lead[:n_lead]`` and
+    ``rec[:n_rec]`` (`Ranked`), and the rank (from 1) of the first of them, 0 if none."""
+    a = ZERO
+    b = ZERO
+    hits = ZERO
+    first = ZERO
+    for taken in range(1, m + 1):
+        if a < n_lead and (b >= n_rec or not worse(lead.score[a], lead.pop[a], lead.item[a],
+                                                   rec.score[b], rec.pop[b], rec.item[b])):
+            rel = lead.relevant[a]
+            a += 1
+        elif b < n_rec:
+            rel = rec.relevant[b]
+            b += 1
+        else:
+            break
+        if rel:
+            hits += 1
+            if first == 0:
+                first = taken
+    return hits, first
+
+
+@njit(cache=True)
+def _rank_pairs(pool, n_lead, rec, rec_y, own, lams, m, work, hits, rank):
+    """``hits[g]`` and ``rank[g]`` (OUT) of one row under one popularity weight and each
+    personal weight ``lams[g]``: its leading items ``pool[:n_lead]`` (`_leading`, scores
+    ``y``) scaled by ``1 - lam``, merged with its recent items (``rec``, `Ranked` whose
+    scores are set here; ``rec_y``, each one's ``y``, NaN outside the chunk; ``own``, its
+    ``r_u``) scored ``(1 - lam) * y + lam * r_u``. ``work`` is `PairWork`."""
+    lead, scaled = work.lead, work.scaled
+    n_rec = own.shape[0]
+    _sort_ranked(pool, n_lead, work.order, lead)
+    for g in range(lams.shape[0]):
+        keep = 1.0 - lams[g]
+        for t in range(n_lead):
+            scaled.score[t] = keep * lead.score[t]
+            scaled.pop[t] = lead.pop[t]
+            scaled.item[t] = lead.item[t]
+            scaled.relevant[t] = lead.relevant[t]
+        _settle_ties(scaled, n_lead)
+        for p in range(n_rec):
+            mine = lams[g] * own[p]
+            rec.score[p] = mine if np.isnan(rec_y[p]) else keep * rec_y[p] + mine
+        _sort_ranked(rec, n_rec, work.recent_order, work.recent)
+        hits[g], rank[g] = _merged_ranks(scaled, n_lead, work.recent, n_rec, m)
+
+
+@njit(cache=True)
+def _non_recent(nt, work):
+    """Mark (3) the row's candidates (`_block_candidates`, ``work.cands``) that are not
+    recent (marked 2) and list them with their ``x`` in ``work.nc_item, work.nc_x``;
+    returns their number."""
+    cand_item, cand_score = work.cands.item, work.cands.score
+    mark = work.mark
+    nc = ZERO
+    for t in range(nt):
+        li = cand_item[t]
+        if mark[li] == 0:
+            mark[li] = 3
+            work.nc_item[nc] = li
+            work.nc_x[nc] = cand_score[t]
+            nc += 1
+    return nc
+
+
+@njit(cache=True)
+def _first_others(chunk, mark, m, others):
+    """The first (up to) m items of ``chunk.popular_order`` unmarked in ``mark`` (neither
+    recent nor a candidate) into ``others`` (OUT); returns their number. Every other item
+    of the chunk ranks after each of them under every pair of weights."""
+    n = ZERO
+    pop_order = chunk.popular_order
+    for j in range(pop_order.shape[0]):
+        if n == m:
+            break
+        li = pop_order[j]
+        if mark[li] == 0:
+            others[n] = li
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def _recent_ranked(r, recent, relevant, chunk, work):
+    """Row r's recent items (`Recent`) into ``work.rec`` (popularity, 0 outside the chunk;
+    global index; relevant or not); returns whether one is relevant."""
+    recent_local = work.found.local[0]
+    rec = work.rec
+    any_relevant = False
+    for p in range(recent.indptr[r + 1] - recent.indptr[r]):
+        li = recent_local[p]
+        if li >= 0:
+            item = chunk.items[li]
+            rec.pop[p] = chunk.item_count[li]
+        else:
+            item = recent.item[recent.indptr[r] + p]
+            rec.pop[p] = 0.0
+        rec.item[p] = item
+        rec.relevant[p] = _is_relevant(relevant, r, item)
+        if rec.relevant[p]:
+            any_relevant = True
+    return any_relevant
+
+
+@njit(cache=True)
+def _qualifiers(work, nc, n_others, base, share_weights, r, chunk, m):
+    """The positions (into ``work.qual``) of a row's ``nc`` candidates that are not recent
+    (``work.nc_item, work.nc_x``) whose ``y`` (`_leading`) under some popularity weight is
+    within `TIE_MARGIN` of a lower bound of its m-th best; returns their number. The bound
+    is the m-th best ``y`` of the candidates of the m best ``x`` and the first others
+    (``work.others``): m items of the row, so it is at most the m-th best of all."""
+    nc_item, nc_x, qual, others = work.nc_item, work.nc_x, work.qual, work.others
+    y_of, scratch = work.y_of, work.scratch
+    item_share = chunk.share
+    n_share = share_weights.shape[0]
+    x_cut = _mth_best(nc_x, nc, m, scratch)
+    n_top = ZERO
+    for q in range(nc):
+        if nc_x[q] >= x_cut:
+            qual[n_top] = q
+            n_top += 1
+    bounds = np.empty(n_share)
+    for j in range(n_share):
+        w = share_weights[j, r]
+        for t in range(n_top):
+            q = qual[t]
+            y_of[t] = base + w * item_share[nc_item[q]] + nc_x[q]
+        for t in range(n_others):
+            y_of[n_top + t] = base + w * item_share[others[t]]
+        bounds[j] = _mth_best(y_of, n_top + n_others, m, scratch) * (1.0 - TIE_MARGIN)
+    n_qual = ZERO
+    for q in range(nc):
+        share = item_share[nc_item[q]]
+        for j in range(n_share):
+            if base + share_weights[j, r] * share + nc_x[q] >= bounds[j]:
+                qual[n_qual] = q
+                n_qual += 1
+                break
+    return n_qual
+
+
+@njit(cache=True)
+def _leading(work, n_qual, n_others, base, share_weight, chunk, relevant, r, m):
+    """A row's items that are not recent and may enter its top m under one popularity
+    weight (its ``share_weight``) and any personal weight, into ``work.pool`` (`Ranked`,
+    unsorted); returns their number.
+
+    The candidates ``work.qual[:n_qual]`` (`_qualifiers`) and the first others score
+    ``y = base + share_weight * share + x`` (``x`` 0 for the others); kept are those
+    within `TIE_MARGIN` of the m-th best ``y`` or above: any other has m items ahead of it
+    under every personal weight.
+    """
+    nc_item, nc_x, qual, others = work.nc_item, work.nc_x, work.qual, work.others
+    y_of, pool = work.y_of, work.pool
+    item_share = chunk.share
+    n = n_qual + n_others
+    for t in range(n_qual):
+        q = qual[t]
+        y_of[t] = base + share_weight * item_share[nc_item[q]] + nc_x[q]
+    for t in range(n_others):
+        y_of[n_qual + t] = base + share_weight * item_share[others[t]]
+    bound = _mth_best(y_of, n, m, work.scratch) * (1.0 - TIE_MARGIN)
+    size = ZERO
+    for t in range(n):
+        if y_of[t] < bound:
+            continue
+        li = nc_item[qual[t]] if t < n_qual else others[t - n_qual]
+        item = chunk.items[li]
+        pool.score[size] = y_of[t]
+        pool.pop[size] = chunk.item_count[li]
+        pool.item[size] = item
+        pool.relevant[size] = _is_relevant(relevant, r, item)
+        size += 1
+    return size
+
+
+@njit(cache=True)
+def _blend_row(r, queries, recent, relevant, chunk, whole, lams, share_weights, m, work,
+               hits, rank):
+    """Row r's ``hits[j, g]`` and ``rank[j, g]`` (OUT) for `blend_ranks` (``whole``: the
+    chunk's `_range_pointers` as one range; ``work``: `BlendRow`)."""
+    _block_candidates(r, r + 1, queries, whole, chunk, recent, work.acc, work.touched,
+                      work.cands, work.found)
+    recent_local = work.found.local[0]
+    mark_recent(r, recent, recent_local, work.mark, np.uint8(2))
+    nc = _non_recent(work.cands.end[0], work)
+    n_others = _first_others(chunk, work.mark, m, work.others)
+    rec_relevant = _recent_ranked(r, recent, relevant, chunk, work)
+    base = queries.base[r]
+    n_qual = _qualifiers(work, nc, n_others, base, share_weights, r, chunk, m)
+    own = recent.score[recent.indptr[r]:recent.indptr[r + 1]]
+    for j in range(share_weights.shape[0]):
+        w = share_weights[j, r]
+        n_lead = _leading(work, n_qual, n_others, base, w, chunk, relevant, r, m)
+        if not (rec_relevant or _any_relevant(work.pool, n_lead)):
+            continue  # no hit under this popularity weight
+        for p in range(own.shape[0]):
+            li = recent_local[p]
+            work.rec_y[p] = (base + w * chunk.share[li] + work.found.score[0, p]
+                             if li >= 0 else np.nan)
+        _rank_pairs(work.pool, n_lead, work.rec, work.rec_y, own, lams, m, work.pairs,
+                    hits[j], rank[j])
+    for q in range(nc):
+        work.mark[work.nc_item[q]] = 0
+    mark_recent(r, recent, recent_local, work.mark, np.uint8(0))
+
+
+@njit(cache=True, parallel=True)
+def blend_ranks(queries, lams, share_weights, recent, relevant, chunk, m, n_threads):
+    """Where each row's relevant items land in `personal_topm`'s top m, for every pair of
+    a personal weight and a popularity weight, in one pass over the row's candidates.
+
+    IN: ``queries`` (`Queries`; ``share_weight`` is not read), ``lams`` (the personal
+    weights, each below 1), ``share_weights`` (shape (popularity weights, rows): row r's
+    ``share_weight`` under each), ``recent`` (`Recent`; ``recent.lam`` is not read),
+    ``relevant`` (`selection.ItemRows`), ``chunk`` (`Chunk`, as `personal_ranks` takes
+    it), ``m``, ``n_threads``. Nothing is seen. Returns (OUT) ``hits[r, j, g]`` and
+    ``rank[r, j, g]``: `personal_ranks`' hits and ranks with ``share_weights[j]`` as the
+    rows' ``share_weight`` and the weight ``lams[g]``.
+
+    A row's interests are scattered once. Under one popularity weight, the items that are
+    not recent are ranked alike by every personal weight (each score is ``(1 - lam)``
+    times one without it), so only those near its m-th best or above can enter a top m
+    (`_leading`, found among the candidates of `_qualifiers` and the chunk's first other
+    items): they are sorted once, and each personal weight merges them, scaled, with the
+    recent items, sorted (`_rank_pairs`). Under a popularity weight that leaves none of a
+    row's relevant items among them or its recent items, the row has no hit.
+    """
+    n = queries.indptr.shape[0] - 1
+    n_local = chunk.items.shape[0]
+    hits = np.zeros((n, share_weights.shape[0], lams.shape[0]), np.int64)
+    rank = np.zeros((n, share_weights.shape[0], lams.shape[0]), np.int64)
+    whole = _range_pointers(chunk.phi_indptr, chunk.phi_item, n_local, max(n_local, 1))
+    n_blocks = max(1, min(n, n_threads))
+    max_recent = max_row_length(recent.indptr)
+    for b in prange(n_blocks):
+        work = _blend_row_work(n_local, m, max_recent)
+        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            _blend_row(r, queries, recent, relevant, chunk, whole, lams, share_weights, m,
+                       work, hits[r], rank[r])
     return hits, rank

@@ -9,13 +9,14 @@ decayed popularity, `select_blend_weights` by ranking as `MiCRO.recommend` does.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
 from .._kernels import numba_threads
 from .._kernels.csr import keep_entries
 from .._kernels.selection import ItemRows
-from .._kernels.topm import Chunk, Queries, Recent, personal_ranks, retrieval_phi
+from .._kernels.topm import Chunk, Queries, Recent, blend_ranks, retrieval_phi
 from .._log import distinct, iter_chunks
 from .._parallel import resolve_n_jobs
 from ..base import csr_rows, unique_pairs
@@ -89,26 +90,35 @@ class TrainingLog:
     n_interests: int
 
 
-def _held_out_blend_ranks(log: TrainingLog, c, previous, grid, popularity_grid, *, alpha,
-                          beta, phi_decay, window, decay, min_count, m, max_users, n_threads):
-    """The ranks `recommend` would give the items of chunk ``c`` with each personal weight
-    of ``grid`` and popularity weight of ``popularity_grid``, from the state `fit` leaves
-    on the chunks up to ``previous``, the one before ``c`` (``log`` holds at least the
-    chunks that state reads, and ``c``).
+class HeldOutChunk(NamedTuple):
+    """A held-out chunk as the blend's rankers take it (`held_out_chunk`): the users
+    ranked (``queries``, their ``share_weight`` not set), their recent items
+    (``recent``, ``lam`` not set), their relevant items in the chunk (``relevant``) and the
+    chunk before it as `fit` leaves it (``chunk``, its items in their own numbering)."""
+
+    queries: Queries
+    recent: Recent
+    relevant: ItemRows
+    chunk: Chunk
+
+
+def held_out_chunk(log: TrainingLog, c, previous, *, ranks_popularity, alpha, beta,
+                   phi_decay, window, decay, min_count, max_users):
+    """Chunk ``c`` held out from the state `fit` leaves on the chunks up to ``previous``,
+    the one before ``c`` (``log`` holds at least the chunks that state reads, and ``c``),
+    as a `HeldOutChunk`, or None when no user of ``c`` is ranked.
 
     Only the users of chunk ``c`` whose score a weight changes are ranked: those with a
-    recent item (an engagement in the ``window`` chunks up to ``previous``), and, when a
-    popularity weight is not 0, those with an engagement before ``c``; at most
-    ``max_users`` of them, evenly spread over their indices. Returns their numbers of
-    relevant items and `personal_ranks`' hits and ranks, of shape (users, popularity
-    weights, personal weights), or None if there are none.
+    recent item (an engagement in the ``window`` chunks up to ``previous``), and, with
+    ``ranks_popularity`` (a popularity weight not 0), those with an engagement before
+    ``c``; at most ``max_users`` of them, evenly spread over their indices.
     """
     now = log.chunk == c
     before = (log.chunk <= previous) & (log.chunk > previous - window)
     n_users = log.support_indptr.shape[0] - 1
     has_recent = np.zeros(n_users, bool)
     has_recent[log.user[before]] = True
-    if any(w > 0 for w in popularity_grid):
+    if ranks_popularity:
         # a support left before c: the whole log's counts less those of c and after
         total = np.bincount(np.repeat(np.arange(n_users), np.diff(log.support_indptr)),
                             weights=log.support_count, minlength=n_users)
@@ -162,18 +172,32 @@ def _held_out_blend_ranks(log: TrainingLog, c, previous, grid, popularity_grid, 
     share = latest.item_count / latest.item_count.sum()
     phi_indptr, phi_item, phi_count = retrieval_phi(latest.phi_indptr, latest.phi_item,
                                                     latest.phi_count, min_count)
-    # the chunk's items in their own numbering, sorted: `personal_ranks`' chunk
+    # the chunk's items in their own numbering, sorted: the rankers' chunk
     chunk = Chunk(phi_indptr, phi_item, phi_count, latest.item_count, share, latest.items,
                   latest.items, np.arange(latest.items.shape[0], dtype=np.int32),
                   latest.popular_order)
-    recent = Recent(np.zeros(users.shape[0]), r_ptr, r_item, r_u)
-    found = [personal_ranks(
-        Queries(indptr, as_index(k, log.n_interests), weight, base,
-                popularity_weights(indptr, w)),
-        np.asarray(grid, np.float64), recent, ItemRows(rel_ptr, pair_item), chunk, m,
-        n_threads) for w in popularity_grid]
-    return (np.diff(rel_ptr), np.stack([f[0] for f in found], axis=1),
-            np.stack([f[1] for f in found], axis=1))
+    queries = Queries(indptr, as_index(k, log.n_interests), weight, base,
+                      np.zeros(users.shape[0]))
+    return HeldOutChunk(queries, Recent(np.zeros(users.shape[0]), r_ptr, r_item, r_u),
+                        ItemRows(rel_ptr, pair_item), chunk)
+
+
+def blend_share_weights(queries: Queries, popularity_grid) -> np.ndarray:
+    """Each row's weight of the chunk's popularity share under each weight of
+    ``popularity_grid`` (`popularity_weights`), of shape (weights, rows)."""
+    return np.stack([popularity_weights(queries.indptr, w) for w in popularity_grid])
+
+
+def _held_out_blend_ranks(held_out: HeldOutChunk, grid, popularity_grid, *, m, n_threads):
+    """The ranks `recommend` would give the relevant items of ``held_out`` (a
+    `HeldOutChunk`) with each personal weight of ``grid`` and popularity weight of
+    ``popularity_grid``: the rows' numbers of relevant items and `blend_ranks`' hits and
+    ranks, of shape (users, popularity weights, personal weights)."""
+    hits, ranks = blend_ranks(held_out.queries, np.asarray(grid, np.float64),
+                              blend_share_weights(held_out.queries, popularity_grid),
+                              held_out.recent, held_out.relevant, held_out.chunk, m,
+                              n_threads)
+    return np.diff(held_out.relevant.indptr), hits, ranks
 
 
 def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
@@ -188,7 +212,7 @@ def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
     before them) is held out: the state `fit` leaves on the chunks before it (supports,
     ``phi`` of the chunk before under ``phi_decay``, recent items) ranks ``m`` items for
     the users of chunk ``c`` whose score a weight changes (at most ``max_users``, evenly
-    spread; `_held_out_blend_ranks`), with every pair of weights, as `recommend` does. A
+    spread; `held_out_chunk`), with every pair of weights, as `recommend` does. A
     pair scores the mean recall@``m`` and MRR@``m`` over those (user, chunk) points; among
     the pairs that keep at least ``RECALL_KEPT`` of the recall of the grids' first values
     (the mixture alone when both start at 0), the one with the best ``metric`` wins (with
@@ -213,13 +237,14 @@ def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
                   z=log.z[rows])
     with numba_threads(resolve_n_jobs(n_jobs)) as threads:
         for c, before in zip(held_out, previous, strict=True):
-            found = _held_out_blend_ranks(
-                log, int(c), int(before), grid, popularity_grid, alpha=alpha, beta=beta,
-                phi_decay=phi_decay, window=window, decay=decay, min_count=min_count, m=m,
-                max_users=max_users, n_threads=threads)
-            if found is None:
+            held_out = held_out_chunk(
+                log, int(c), int(before), ranks_popularity=any(w > 0 for w in popularity_grid),
+                alpha=alpha, beta=beta, phi_decay=phi_decay, window=window, decay=decay,
+                min_count=min_count, max_users=max_users)
+            if held_out is None:
                 continue
-            n_relevant, hits, ranks = found
+            n_relevant, hits, ranks = _held_out_blend_ranks(held_out, grid, popularity_grid,
+                                                            m=m, n_threads=threads)
             recall += (hits / n_relevant[:, None, None]).sum(axis=0)
             mrr += np.divide(1.0, ranks, out=np.zeros(ranks.shape), where=ranks > 0).sum(axis=0)
             n_points += n_relevant.shape[0]
