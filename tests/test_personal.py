@@ -969,23 +969,31 @@ def test_a_cut_too_high_is_made_good_by_a_second_pass(m, n_recent):
     check_personal_topm(x, CUT_SAMPLE, grouped=False, ranges=(RANGE_ROWS, 1000))
 
 
-@settings(max_examples=200, deadline=None)
-@given(ranking_inputs(), st.data(), CUT_SAMPLES)
-def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, sample):
-    lams = np.array([0.0, 0.25, 0.5, 0.75])
+def ranks_inputs(x, data):
+    """`personal_ranks`' inputs from ``x`` (`ranking_inputs`): each row's drawn relevant
+    items (up to 4, as sorted arrays and an `ItemRows`), the queries, recent items and the
+    chunk in its own numbering."""
     n = x["q_ptr"].shape[0] - 1
     n_global = int(max(x["chunk_items"].max(), x["r_item"].max(initial=0))) + 1
     rel_rows = [np.sort(data.draw(st.lists(st.integers(0, n_global), max_size=4, unique=True)))
                 for _ in range(n)]
     rel_ptr = np.concatenate([[0], np.cumsum([len(r) for r in rel_rows])]).astype(np.int64)
-    rel_item = np.concatenate(rel_rows).astype(np.int64)
+    relevant = ItemRows(rel_ptr, np.concatenate(rel_rows).astype(np.int64))
     queries, recent, _, _ = kernel_inputs(x, False)
     n_local = x["chunk_items"].shape[0]
     chunk = Chunk(x["phi_ptr"], x["phi_item"], x["phi_cnt"], x["item_pop"], x["item_share"],
                   x["chunk_items"], x["chunk_items"], np.arange(n_local, dtype=np.int32),
                   x["pop_order"])
-    hits, rank = personal_ranks(queries, lams, recent, ItemRows(rel_ptr, rel_item), chunk,
-                                x["m"], 2, sample)
+    return rel_rows, relevant, queries, recent, chunk
+
+
+@settings(max_examples=200, deadline=None)
+@given(ranking_inputs(), st.data(), CUT_SAMPLES)
+def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, sample):
+    lams = np.array([0.0, 0.25, 0.5, 0.75])
+    n = x["q_ptr"].shape[0] - 1
+    rel_rows, relevant, queries, recent, chunk = ranks_inputs(x, data)
+    hits, rank = personal_ranks(queries, lams, recent, relevant, chunk, x["m"], 2, sample)
     unseen = dict(x, seen_ptr=np.zeros(n + 1, np.int64), seen_items=np.empty(0, np.int64))
     for r in range(n):
         for g, lam in enumerate(lams):
@@ -1000,16 +1008,7 @@ def test_personal_ranks_equal_the_ranks_of_a_sort(x, data, sample):
 def test_blend_ranks_equal_personal_ranks_per_popularity_weight_and_a_sort(x, data):
     lams = np.array([0.0, 0.25, 0.5, 0.75])
     n = x["q_ptr"].shape[0] - 1
-    n_global = int(max(x["chunk_items"].max(), x["r_item"].max(initial=0))) + 1
-    rel_rows = [np.sort(data.draw(st.lists(st.integers(0, n_global), max_size=4, unique=True)))
-                for _ in range(n)]
-    rel_ptr = np.concatenate([[0], np.cumsum([len(r) for r in rel_rows])]).astype(np.int64)
-    relevant = ItemRows(rel_ptr, np.concatenate(rel_rows).astype(np.int64))
-    queries, recent, _, _ = kernel_inputs(x, False)
-    n_local = x["chunk_items"].shape[0]
-    chunk = Chunk(x["phi_ptr"], x["phi_item"], x["phi_cnt"], x["item_pop"], x["item_share"],
-                  x["chunk_items"], x["chunk_items"], np.arange(n_local, dtype=np.int32),
-                  x["pop_order"])
+    rel_rows, relevant, queries, recent, chunk = ranks_inputs(x, data)
     # the rows' own share weights, none, a popularity weight alone and a large one
     share_weights = np.stack([x["q_share"], np.zeros(n), np.full(n, 0.3), np.full(n, 50.0)])
     hits, rank = blend_ranks(queries, lams, share_weights, recent, relevant, chunk, x["m"], 2)
