@@ -791,11 +791,8 @@ def test_snapshot_of_models_own_chunk_is_not_served(micro, model_file):
     assert _served_chunk(model_file) == (micro.latest_chunk_, model_file)
 
 
-def test_snapshot_that_fails_to_warm_is_removed_and_the_previous_served(
-        micro, model_file, monkeypatch):
-    """The second update's snapshot is published, then fails to warm: the model before
-    keeps serving, the chunk stays queued to be retried (degraded, never skipped), the
-    snapshot is removed, and a restart serves the one before it."""
+def _fail_warming_chunk_5(monkeypatch):
+    """Make a served model of chunk 5 raise when its kernels are warmed."""
     from sklearn_micro.serving.model import ServedModel
 
     warm = ServedModel.warm
@@ -806,6 +803,14 @@ def test_snapshot_that_fails_to_warm_is_removed_and_the_previous_served(
         warm(self)
 
     monkeypatch.setattr(ServedModel, "warm", fail_on_chunk_5)
+
+
+def test_snapshot_that_fails_to_warm_is_removed_and_the_previous_served(
+        micro, model_file, monkeypatch):
+    """The second update's snapshot is published, then fails to warm: the model before
+    keeps serving, the chunk stays queued to be retried (degraded, never skipped), the
+    snapshot is removed, and a restart serves the one before it."""
+    _fail_warming_chunk_5(monkeypatch)
     with TestClient(create_app(model_file, update_in_process=True)) as c:
         assert c.post("/chunks", json=_body(CHUNKS[0])).status_code == 202
         assert _wait_live(c, 4)["chunk"] == 4
@@ -874,6 +879,56 @@ def test_unreadable_snapshot_is_passed_over(micro, model_file):
     good = _snapshot(copy.deepcopy(micro).partial_fit(CHUNKS[0]), model_file, 4)
     (good.parent / "chunk-5.skops").write_bytes(b"not a zip file")
     assert _served_chunk(model_file) == (4, good)
+
+
+def test_snapshot_that_is_read_but_fails_to_warm_at_start_is_passed_over(
+        micro, model_file, monkeypatch):
+    """At start, the newest snapshot loads but its kernels raise when warmed: the service
+    starts, serving the snapshot before it."""
+    after_4 = copy.deepcopy(micro).partial_fit(CHUNKS[0])
+    good = _snapshot(after_4, model_file, 4)
+    _snapshot(copy.deepcopy(after_4).partial_fit(CHUNKS[1]), model_file, 5)
+    _fail_warming_chunk_5(monkeypatch)
+    assert _served_chunk(model_file) == (4, good)
+
+
+def _logged_chunks(model_file, chunks):
+    """Which of ``chunks`` the stopped service's event log still holds engagements of."""
+    from sklearn_micro.serving.app import EVENT_LOG
+    from sklearn_micro.serving.eventlog import EventLog
+
+    log = EventLog(model_file.parent / (model_file.name + ".d") / EVENT_LOG)
+    try:
+        return [c for c in chunks if log.chunk(c)[0]]
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+def test_event_log_keeps_the_chunks_after_the_oldest_kept_snapshot(micro, model_file, keep):
+    """Chunks 4 and 5 closed and swapped in: the log forgets the chunks that the oldest
+    kept snapshot holds (4 with ``keep=3``, both with ``keep=1``) and keeps the open one."""
+    with TestClient(create_app(model_file, keep=keep, update_in_process=True)) as c:
+        for chunk in CHUNKS[:2]:
+            assert c.post("/chunks", json=_body(chunk)).status_code == 202
+        _wait_live(c, 5)
+        assert c.post("/engagements", json=_body(OPEN_PART)).status_code == 200
+    assert _logged_chunks(model_file, [4, 5, 6]) == ([6] if keep == 1 else [5, 6])
+
+
+def test_restart_after_the_newest_swapped_in_snapshot_is_damaged_loses_nothing(
+        micro, model_file):
+    """Chunks 4 and 5 closed, swapped in and forgotten as the log forgets them; then chunk
+    5's snapshot is damaged on disk: a restart serves chunk 4's, closes chunk 5 again from
+    the log and observes the open chunk."""
+    with TestClient(create_app(model_file, update_in_process=True)) as c:
+        for chunk in CHUNKS[:2]:
+            assert c.post("/chunks", json=_body(chunk)).status_code == 202
+        _wait_live(c, 5)
+        assert c.post("/engagements", json=_body(OPEN_PART)).status_code == 200
+    snapshot = model_file.parent / (model_file.name + ".d") / "chunk-5.skops"
+    snapshot.write_bytes(b"damaged on disk after it was served")
+    _check_restart_replays(model_file, micro)
 
 
 def test_snapshot_of_another_minor_version_is_refused(micro, model_file, monkeypatch):

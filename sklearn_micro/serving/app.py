@@ -65,22 +65,27 @@ def _error(exc: RequestError) -> Response:
 
 
 def choose_model(model_path: Path, snapshots: Snapshots) -> ServedModel:
-    """What a service starts with: the newest complete snapshot newer than MODEL's own
-    chunk, else MODEL. A snapshot that cannot be read is passed over (with a warning); one
-    from another minor version of sklearn-micro is refused."""
+    """What a service starts with, warm: the newest complete snapshot newer than MODEL's
+    own chunk, else MODEL. A snapshot that cannot be read, or that is read but fails to
+    warm (its kernels raise), is passed over with a warning; one from another minor
+    version of sklearn-micro is refused."""
     fmt = "skops" if snapshots.suffix == ".skops" else "pickle"
     base = ServedModel.of(load(model_path), model_path)
     for chunk, path in reversed(snapshots.list()):
         if chunk <= base.chunk:
             break
         try:
-            return ServedModel.of(load(path, format=fmt), path)
+            served = ServedModel.of(load(path, format=fmt), path)
+            served.warm()
+            return served
         except IncompatibleVersionError as exc:
             raise IncompatibleVersionError(
                 f"the snapshot {str(path)!r} cannot be served: {exc} Move the folder "
                 f"{str(snapshots.folder)!r} away to serve {str(model_path)!r}.") from None
         except Exception as exc:  # noqa: BLE001
-            logger.warning("passing over the snapshot %s, which cannot be read: %s", path, exc)
+            logger.warning("passing over the snapshot %s, which cannot be served: %s",
+                           path, exc)
+    base.warm()
     return base
 
 
@@ -132,7 +137,6 @@ class Service:
                                    model_path.suffix.lower(), keep).open()
         try:
             served = choose_model(model_path, self.snapshots)
-            served.warm()
             self.eventlog = EventLog(self.snapshots.folder / EVENT_LOG)
         except BaseException:
             self.snapshots.close()
@@ -145,8 +149,7 @@ class Service:
                                on_fallback=self.metrics.batch_fallbacks.inc)
         self.updater = Updater(self, self.snapshots, in_process=update_in_process,
                                retry_seconds=retry_seconds)
-        # what the snapshot holds is no longer kept; what is after it is replayed
-        self.eventlog.forget_through(served.chunk)
+        self.forget_held()  # what is after the served chunk is replayed
         self.ingest = Ingest(self, self.eventlog, self.eventlog.after(served.chunk),
                              LiveMetrics(self.metrics.registry), queue_size=queue_size,
                              chunk_seconds=chunk_seconds)
@@ -170,6 +173,14 @@ class Service:
         self.executor.shutdown(wait=True)
         self.eventlog.close()
         self.snapshots.close()
+
+    def forget_held(self) -> None:
+        """Delete from the event log the chunks that every snapshot a restart could serve
+        holds: those through the served chunk and the oldest kept snapshot's, whichever is
+        older. A kept snapshot found damaged at a restart thus loses nothing: the restart
+        serves an older one and replays the chunks after it from the log."""
+        kept = [chunk for chunk, _ in self.snapshots.list()]
+        self.eventlog.forget_through(min([self.served.chunk, *kept[:1]]))
 
     async def warm(self, served: ServedModel) -> None:
         """Run ``served``'s kernels once, on the kernels' thread."""

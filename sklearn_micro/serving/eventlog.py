@@ -21,8 +21,9 @@ log up to the last complete commit. Such a transaction was never acknowledged: a
 answered only after its frames, commit frame included, were written and synced (on a disk
 that keeps what it synced, only a commit not yet answered can be torn). Opening
 the log logs what it holds and how much of the write-ahead log it kept and dropped. Rows
-of chunks that a snapshot holds are deleted (`EventLog.forget_through`): the log keeps
-only what the snapshots do not.
+of chunks that every kept snapshot holds are deleted (`EventLog.forget_through`, called
+with the oldest kept snapshot's chunk): the log keeps what the oldest snapshot lacks, so
+a restart that finds the newest snapshots damaged serves an older one and loses nothing.
 """
 
 from __future__ import annotations

@@ -209,14 +209,14 @@ class Updater:
         if self._handoff is not None:
             self._handoff.path.unlink(missing_ok=True)
         self._handoff = Handoff(served, handoff) if handoff.exists() else None
-        await loop.run_in_executor(self._io, self._forget, chunk)
+        await loop.run_in_executor(self._io, self._forget)
         logger.info("chunk %s: %s", chunk, ", ".join(f"{name} in {seconds:.2f} s"
                                                 for name, seconds in steps.items()))
 
-    def _forget(self, chunk: int) -> None:
-        """Keep ``keep`` snapshots, and in the event log only what the newest lacks."""
+    def _forget(self) -> None:
+        """Keep ``keep`` snapshots, and in the event log what the oldest of them lacks."""
         self.snapshots.prune()
-        self.service.eventlog.forget_through(chunk)
+        self.service.forget_held()
 
     def _write_chunk(self, chunk: int, base: ServedModel, path) -> None:
         user, item = self.service.eventlog.chunk(chunk)
