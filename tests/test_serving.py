@@ -343,9 +343,31 @@ def test_explain_terms_sum_to_the_recommended_score(client, micro):
             if score is None:
                 assert row["score"] is None and row["terms"] == []
                 continue
-            total = sum(t["weight"] for t in row["terms"]) + row["popularity"] + row[
+            total = sum(t["contribution"] for t in row["terms"]) + row["popularity"] + row[
                 "personal"]
             assert row["score"] == pytest.approx(score) and total == pytest.approx(score)
+
+
+def test_explain_names_theta_weight_and_a_term_contribution(client, micro):
+    """``weight`` is only the user's theta (``Explanation.weights``), a term's share of a
+    score is its ``contribution`` (``Explanation.contributions``), as the OpenAPI document
+    names them."""
+    user, items = USERS[0], ITEMS[:5]
+    why = client.post("/explain", json={"user": user, "items": items}).json()
+    ours = micro.explain(user, items)
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    interest_keys, term_keys = {"interest", "weight"}, {"interest", "contribution"}
+    assert set(schemas["ExplainInterest"]["properties"]) == interest_keys
+    assert set(schemas["ExplainTerm"]["properties"]) == term_keys
+    assert [(t["interest"], t["weight"]) for t in why["interests"]] == list(
+        zip(ours.interests.tolist(), ours.weights.tolist(), strict=True))
+    terms = [t for row in why["items"] for t in row["terms"]]
+    assert terms and all(set(t) == term_keys for t in terms)
+    assert all(set(t) == interest_keys for t in why["interests"])
+    column = {k: q for q, k in enumerate(ours.interests.tolist())}
+    for j, row in enumerate(why["items"]):
+        assert [t["contribution"] for t in row["terms"]] == [
+            ours.contributions[j, column[t["interest"]]] for t in row["terms"]]
 
 
 def test_concurrent_filtered_requests_are_batched_and_equal(model_file, micro):

@@ -231,9 +231,11 @@ def _split(items: np.ndarray, scores: np.ndarray, sizes: list[int]) -> list[dict
 
 
 def explanation_json(user, items: list, why) -> dict:
-    """MiCRO's explanation as JSON: the user's mixture, then per item its score and its
-    terms, ``score = sum(term weights) + popularity + personal``; an item the model does
-    not rank for the user has a null score and no terms."""
+    """MiCRO's explanation (`Explanation`) as JSON: the user's mixture (each interest's
+    ``weight``, theta, from ``weights``), then per item its score and its terms (each
+    interest's ``contribution``, from ``contributions``), ``score = sum(terms'
+    contributions) + popularity + personal``; an item the model does not rank for the user
+    has a null score and no terms."""
     interests = why.interests.tolist()
     out = []
     for j, item in enumerate(items):
@@ -243,7 +245,7 @@ def explanation_json(user, items: list, why) -> dict:
         out.append({
             "item": item,
             "score": score if math.isfinite(score) else None,
-            "terms": [{"interest": interests[q], "weight": float(row[q])} for q in order
+            "terms": [{"interest": interests[q], "contribution": float(row[q])} for q in order
                       if row[q] != 0],
             "popularity": float(why.popularity[j]),
             "personal": float(why.personal[j]),

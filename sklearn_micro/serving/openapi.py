@@ -34,6 +34,13 @@ def _request(fields: dict[str, Field], values: dict, limits: Limits) -> dict:
             "additionalProperties": False, "properties": properties}
 
 
+def _of_interest(key: str, description: str) -> dict:
+    """The schema of ``{"interest": k, key: a number}``."""
+    return {"type": "object", "required": ["interest", key], "additionalProperties": False,
+            "properties": {"interest": {"type": "integer"},
+                           key: {"type": "number", "description": description}}}
+
+
 def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> dict:
     """The OpenAPI 3.1 document of a service whose model has ids of these kinds."""
     user, item = _ids(user_kind, "a user id"), _ids(item_kind, "an item id")
@@ -44,8 +51,6 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
               "item rows": item_lists, "items or rows": {"oneOf": [item_list, item_lists]},
               "m": {"type": "integer", "minimum": 1}, "bool": {"type": "boolean"},
               "chunk": {"type": "integer", "format": "int64"}}
-    term = {"type": "object", "properties": {"interest": {"type": "integer"},
-                                             "weight": {"type": "number"}}}
     ranked = {
         "type": "object", "required": ["items", "scores"],
         "properties": {
@@ -61,6 +66,16 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
              "properties": {"error": {"type": "string"},
                             "field": {"type": ["string", "null"],
                                       "description": "the field refused, as users[3]"}}}
+
+    def ref(name):
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    explained = {"type": "object", "properties": {
+        "item": item, "score": {"type": ["number", "null"]},
+        "terms": {"type": "array", "items": ref("ExplainTerm"),
+                  "description": "the largest contribution first; none that is 0"},
+        "popularity": {"type": "number"}, "personal": {"type": "number"}}}
+
     schemas = {
         **{name: _request(fields, values, limits) for name, fields in BODIES.items()},
         "ExplainResponse": {
@@ -69,19 +84,19 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
                 "user": user,
                 "interests": {"type": "array", "description": "the user's mixture: each "
                               "interest and its weight theta, summing to 1",
-                              "items": term},
-                "personal_weight": {"type": "number"},
-                "items": {"type": "array", "items": {
-                    "type": "object",
-                    "description": "score = sum of the terms' weights + popularity + "
-                                   "personal; a null score (an item not ranked for the "
-                                   "user) has no terms",
-                    "properties": {"item": item, "score": {"type": ["number", "null"]},
-                                   "terms": {"type": "array", "items": term},
-                                   "popularity": {"type": "number"},
-                                   "personal": {"type": "number"}}}},
+                              "items": ref("ExplainInterest")},
+                "personal_weight": {"type": "number", "description": "lam_u: the "
+                                    "model's personal weight for a user with recent "
+                                    "items, else 0"},
+                "items": {"type": "array", "items": explained,
+                          "description": "per item, in the order given: score = sum of "
+                                         "the terms' contributions + popularity + "
+                                         "personal; a null score (an item not ranked for "
+                                         "the user) has no terms"},
             },
         },
+        "ExplainInterest": _of_interest("weight", "theta: the user's weight of the interest"),
+        "ExplainTerm": _of_interest("contribution", "the interest's term in the item's score"),
         "Acknowledged": {
             "type": "object", "description": "the request's engagements are synced to the "
                                              "event log",
@@ -124,9 +139,6 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
         "Ranked": ranked,
         "Error": error,
     }
-
-    def ref(name):
-        return {"$ref": f"#/components/schemas/{name}"}
 
     def answers(ok_status, ok_schema, *errors):
         out = {str(ok_status): {"description": "the answer",

@@ -415,7 +415,7 @@ def parse_recommend(body: dict, user_kind: str, item_kind: str, limits: Limits,
 
 
 def parse_similar(body: dict, item_kind: str, limits: Limits) -> SimilarRequest:
-    """``POST /similar``: ``{"items": [...], "m": 20, "exclude": [...], "allow": [...]}``."""
+    """``POST /similar``: ``{"items": [...], "m": 100, "exclude": [...], "allow": [...]}``."""
     _check_fields(body, SIMILAR)
     _check_count(body, SIMILAR["items"], limits)
     items = check_ids(body["items"], item_kind, "items", "item")
