@@ -769,18 +769,6 @@ class Ranked(NamedTuple):
     relevant: np.ndarray
 
 
-class PairWork(NamedTuple):
-    """`_rank_pairs`' scratch: an order and the leading items sorted (``lead``) and
-    scaled by a personal weight (``scaled``), an order and the recent items sorted
-    (``recent``)."""
-
-    order: np.ndarray
-    lead: Ranked
-    scaled: Ranked
-    recent_order: np.ndarray
-    recent: Ranked
-
-
 class BlendRow(NamedTuple):
     """`blend_ranks`' scratch for one row at a time (one per thread).
 
@@ -788,8 +776,7 @@ class BlendRow(NamedTuple):
     ``nc_item, nc_x``: the row's candidates that are not recent, with their interests'
     score ``x``; ``qual``: positions in them (`_qualifiers`); ``others``: the chunk's
     first other items (`_first_others`); ``y_of`` and ``scratch``: scores; ``pool``: the
-    leading items (`_leading`); ``rec`` and ``rec_y``: the recent items (`_recent_ranked`);
-    ``pairs``: `PairWork`.
+    leading items (`_leading`); ``rec`` and ``rec_y``: the recent items (`_recent_ranked`).
     """
 
     acc: np.ndarray
@@ -806,7 +793,6 @@ class BlendRow(NamedTuple):
     pool: Ranked
     rec: Ranked
     rec_y: np.ndarray
-    pairs: PairWork
 
 
 # the relative margin below a row's m-th best score within which `personal_ranks` and
@@ -833,9 +819,7 @@ def _blend_row_work(n_local, m, max_recent):
         RecentFound(np.empty((1, max_recent), np.int64), np.empty((1, max_recent))),
         np.empty(n_local, np.int32), np.empty(n_local), np.empty(n_local, np.int64),
         np.empty(max(m, 0), np.int64), np.empty(n_pool), np.empty(n_pool),
-        _empty_ranked(n_pool), _empty_ranked(max_recent), np.empty(max_recent),
-        PairWork(np.empty(n_pool, np.int64), _empty_ranked(n_pool), _empty_ranked(n_pool),
-                 np.empty(max_recent, np.int64), _empty_ranked(max_recent)))
+        _empty_ranked(n_pool), _empty_ranked(max_recent), np.empty(max_recent))
 
 
 @njit(cache=True)
@@ -866,91 +850,58 @@ def _mth_best(values, n, m, scratch):
 
 
 @njit(cache=True)
-def _settle_ties(ranked, n):
-    """Insertion sort of ``ranked[:n]`` (IN/OUT), best first (a higher score, then a
-    higher popularity, then a lower index), in time linear in ``n`` when only runs of
-    equal scores are out of order."""
-    score, pop, item, rel = ranked
-    for t in range(1, n):
-        s, p, i, f = score[t], pop[t], item[t], rel[t]
-        u = t
-        while u > 0 and worse(score[u - 1], pop[u - 1], item[u - 1], s, p, i):
-            score[u] = score[u - 1]
-            pop[u] = pop[u - 1]
-            item[u] = item[u - 1]
-            rel[u] = rel[u - 1]
-            u -= 1
-        score[u] = s
-        pop[u] = p
-        item[u] = i
-        rel[u] = f
+def _rank_of(s, p, i, lead, n_lead, keep, rec, n_rec):
+    """The rank (from 1) of an item of score ``s``, popularity ``p`` and index ``i``
+    among a row's leading items ``lead[:n_lead]`` (`Ranked`, scores ``y`` scaled here by
+    ``keep``) and its recent items ``rec[:n_rec]`` (`Ranked`, scored): one more than the
+    number of them that rank before it (`selection.worse`), itself aside."""
+    ahead = ZERO
+    for t in range(n_lead):
+        if worse(s, p, i, keep * lead.score[t], lead.pop[t], lead.item[t]):
+            ahead += 1
+    for t in range(n_rec):
+        if worse(s, p, i, rec.score[t], rec.pop[t], rec.item[t]):
+            ahead += 1
+    return ahead + 1
 
 
 @njit(cache=True)
-def _sort_ranked(ranked, n, order, out):
-    """``out[:n]`` (OUT): ``ranked[:n]`` (`Ranked`) best first; ``order`` is scratch of
-    ``n`` entries. A list of more than 16 is sorted by score first."""
-    if n > 16:
-        order[:n] = np.argsort(-ranked.score[:n], kind="mergesort")
-    else:
-        order[:n] = np.arange(n)
-    for t in range(n):
-        o = order[t]
-        out.score[t] = ranked.score[o]
-        out.pop[t] = ranked.pop[o]
-        out.item[t] = ranked.item[o]
-        out.relevant[t] = ranked.relevant[o]
-    _settle_ties(out, n)
-
-
-@njit(cache=True)
-def _merged_ranks(lead, n_lead, rec, n_rec, m):
-    """The relevant items among the first m of two lists best first, ``lead[:n_lead]`` and
-    ``rec[:n_rec]`` (`Ranked`), and the rank (from 1) of the first of them, 0 if none."""
-    a = ZERO
-    b = ZERO
-    hits = ZERO
-    first = ZERO
-    for taken in range(1, m + 1):
-        if a < n_lead and (b >= n_rec or not worse(lead.score[a], lead.pop[a], lead.item[a],
-                                                   rec.score[b], rec.pop[b], rec.item[b])):
-            rel = lead.relevant[a]
-            a += 1
-        elif b < n_rec:
-            rel = rec.relevant[b]
-            b += 1
-        else:
-            break
-        if rel:
-            hits += 1
-            if first == 0:
-                first = taken
-    return hits, first
-
-
-@njit(cache=True)
-def _rank_pairs(pool, n_lead, rec, rec_y, own, lams, m, work, hits, rank):
+def _rank_pairs(lead, n_lead, rec, rec_y, own, lams, m, hits, rank):
     """``hits[g]`` and ``rank[g]`` (OUT) of one row under one popularity weight and each
-    personal weight ``lams[g]``: its leading items ``pool[:n_lead]`` (`_leading`, scores
-    ``y``) scaled by ``1 - lam``, merged with its recent items (``rec``, `Ranked` whose
-    scores are set here; ``rec_y``, each one's ``y``, NaN outside the chunk; ``own``, its
-    ``r_u``) scored ``(1 - lam) * y + lam * r_u``. ``work`` is `PairWork`."""
-    lead, scaled = work.lead, work.scaled
+    personal weight ``lams[g]``: its leading items ``lead[:n_lead]`` (`_leading`, scores
+    ``y``) scored ``(1 - lam) * y``, and its recent items (``rec``, `Ranked` whose scores
+    are set here; ``rec_y``, each one's ``y``, NaN outside the chunk; ``own``, its
+    ``r_u``) scored ``(1 - lam) * y + lam * r_u``.
+
+    Only the rows' relevant items are ranked, each by counting the items ahead of it: a
+    row has a few, and no list is sorted. The ranks are those of a sort of both lists
+    (the order of `selection.worse` is total)."""
     n_rec = own.shape[0]
-    _sort_ranked(pool, n_lead, work.order, lead)
     for g in range(lams.shape[0]):
         keep = 1.0 - lams[g]
-        for t in range(n_lead):
-            scaled.score[t] = keep * lead.score[t]
-            scaled.pop[t] = lead.pop[t]
-            scaled.item[t] = lead.item[t]
-            scaled.relevant[t] = lead.relevant[t]
-        _settle_ties(scaled, n_lead)
         for p in range(n_rec):
             mine = lams[g] * own[p]
             rec.score[p] = mine if np.isnan(rec_y[p]) else keep * rec_y[p] + mine
-        _sort_ranked(rec, n_rec, work.recent_order, work.recent)
-        hits[g], rank[g] = _merged_ranks(scaled, n_lead, work.recent, n_rec, m)
+        n_hits = ZERO
+        first = ZERO
+        for t in range(n_lead + n_rec):
+            if t < n_lead:
+                if not lead.relevant[t]:
+                    continue
+                at = _rank_of(keep * lead.score[t], lead.pop[t], lead.item[t], lead, n_lead,
+                              keep, rec, n_rec)
+            else:
+                u = t - n_lead
+                if not rec.relevant[u]:
+                    continue
+                at = _rank_of(rec.score[u], rec.pop[u], rec.item[u], lead, n_lead, keep, rec,
+                              n_rec)
+            if at <= m:
+                n_hits += 1
+                if first == 0 or at < first:
+                    first = at
+        hits[g] = n_hits
+        rank[g] = first
 
 
 @njit(cache=True)
@@ -1106,8 +1057,7 @@ def _blend_row(r, queries, recent, relevant, chunk, whole, lams, share_weights, 
             li = recent_local[p]
             work.rec_y[p] = (base + w * chunk.share[li] + work.found.score[0, p]
                              if li >= 0 else np.nan)
-        _rank_pairs(work.pool, n_lead, work.rec, work.rec_y, own, lams, m, work.pairs,
-                    hits[j], rank[j])
+        _rank_pairs(work.pool, n_lead, work.rec, work.rec_y, own, lams, m, hits[j], rank[j])
     for q in range(nc):
         work.mark[work.nc_item[q]] = 0
     mark_recent(r, recent, recent_local, work.mark, np.uint8(0))
@@ -1130,9 +1080,10 @@ def blend_ranks(queries, lams, share_weights, recent, relevant, chunk, m, n_thre
     not recent are ranked alike by every personal weight (each score is ``(1 - lam)``
     times one without it), so only those near its m-th best or above can enter a top m
     (`_leading`, found among the candidates of `_qualifiers` and the chunk's first other
-    items): they are sorted once, and each personal weight merges them, scaled, with the
-    recent items, sorted (`_rank_pairs`). Under a popularity weight that leaves none of a
-    row's relevant items among them or its recent items, the row has no hit.
+    items). Under each personal weight, a relevant item among them or the recent items
+    takes its rank by counting the items of both lists ahead of it (`_rank_pairs`); under
+    a popularity weight that leaves none of a row's relevant items in either list, the
+    row has no hit.
     """
     n = queries.indptr.shape[0] - 1
     n_local = chunk.items.shape[0]
