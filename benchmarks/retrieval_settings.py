@@ -1,12 +1,13 @@
 """Two settings of MiCRO on the fave preset: the chain's ``tol`` and ``phi_min_count``.
 
-Draws the fave preset at ``--scale`` (`write_preset`, seed 0) and fits MiCRO as ``sklearn-micro
-reproduce --preset fave`` does (a 64-dimensional `GraphEmbedder` with the preset's
-``negative_weight``, `SphericalKMeans` with the preset's K, `MiCRO` with the preset's
-``beta``, seed 0, all cores), caching the log and the fitted model in ``--cache``. Then it
-carries a copy of the model over the 23 test chunks, each chunk scored (recall@100,
-MRR@100) for the defaults ("MiCRO") and for their `MiCRO.paper_model` ("MiCRO (paper)")
-from the state after the chunk before, then taken by ``partial_fit``:
+Draws the fave preset at ``--scale`` (`write_preset`, seed 0) and fits MiCRO as
+``sklearn-micro reproduce --preset fave`` does (a 64-dimensional `GraphEmbedder` with the
+preset's ``negative_weight``, `SphericalKMeans` with the preset's K, `MiCRO` with the
+preset's ``beta``, seed 0, all cores), caching the log and the fitted model in ``--cache``.
+Then, the kernels compiled (`warm_up`), it carries a copy of the model over the 23 test
+chunks, each chunk scored (recall@100, MRR@100) for the defaults ("MiCRO") and for their
+`MiCRO.paper_model` ("MiCRO (paper)") from the state after the chunk before, then taken
+by ``partial_fit``:
 
 - ``--part tol``: one copy per value of ``--tols``: the sweeps a test chunk (mean, min,
   max), ``partial_fit``'s cpu seconds over the test chunks (all threads) and their ratio
@@ -21,7 +22,7 @@ from the state after the chunk before, then taken by ``partial_fit``:
 Each finished setting is saved in ``--cache``, so a stopped run carries on from the next.
 docs/model.md ("Convergence", "Pruning phi for retrieval") quotes it.
 
-    python benchmarks/retrieval_settings.py --scale 0.01     # about 20 minutes on 2 cores
+    python benchmarks/retrieval_settings.py --scale 0.01     # about 5 minutes on 2 cores
     python benchmarks/retrieval_settings.py --scale 0.05 --part tol
 """
 
@@ -37,7 +38,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from _harness import Timer, header, log, table  # noqa: E402
+from _harness import Timer, header, log, table, warm_up  # noqa: E402
 
 from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans  # noqa: E402
 from sklearn_micro._kernels.topm import retrieval_phi  # noqa: E402
@@ -123,6 +124,11 @@ def run_phi(fitted, chunks, counts):
     cpu = {(c, row): 0.0 for c in counts for row in ROWS}
     kept = {(c, row): 0 for c in counts for row in ROWS}
     total = dict.fromkeys(ROWS, 0)
+    users = np.unique(chunks[0].user)[:100]
+    for c in counts:  # compile each count's ranking before timing it
+        model.set_params(phi_min_count=c)
+        model.recommend(users, 100)
+        model.paper_model().recommend(users, 100)
     for pos, chunk in enumerate(chunks):
         for c in counts:
             model.set_params(phi_min_count=c)
@@ -167,6 +173,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     fitted, chunks, p = fitted_and_test(args.scale, args.cache)
+    log(f"kernels compiled or loaded in {warm_up():.1f} s")
     header("MiCRO's tol and phi_min_count on the fave preset", "retrieval_settings.py", argv)
     print(f"fave preset at {args.scale:g}: K = {p.n_interests:,}, {len(chunks)} test chunks "
           f"of {sum(len(c) for c in chunks):,} engagements; MiCRO's defaults chose "
