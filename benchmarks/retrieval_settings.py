@@ -3,7 +3,8 @@
 Draws the fave preset at ``--scale`` (`write_preset`, seed 0) and fits MiCRO as
 ``sklearn-micro reproduce --preset fave`` does (a 64-dimensional `GraphEmbedder` with the
 preset's ``negative_weight``, `SphericalKMeans` with the preset's K, `MiCRO` with the
-preset's ``beta``, seed 0, all cores), caching the log and the fitted model in ``--cache``.
+preset's ``beta``, seed 0, all cores), keeping the log and the fitted model in
+``--cache``'s folder of the scale.
 Then, the kernels compiled (`warm_up`), it carries a copy of the model over the 23 test
 chunks, each chunk scored (recall@100, MRR@100) for the defaults ("MiCRO") and for their
 `MiCRO.paper_model` ("MiCRO (paper)") from the state after the chunk before, then taken
@@ -19,7 +20,8 @@ by ``partial_fit``:
   scoring's cpu seconds (ranking and metrics) as a ratio to the first count's, and
   recall@100 and MRR@100 against the first count's, paired by user.
 
-Each finished setting is saved in ``--cache``, so a stopped run carries on from the next.
+The fit and each finished setting are checkpoints of that folder (`experiment.Stages`,
+as ``reproduce --resume`` keeps them), so a stopped run carries on from the next.
 docs/model.md ("Convergence", "Pruning phi for retrieval") quotes it.
 
     python benchmarks/retrieval_settings.py --scale 0.01     # about 5 minutes on 2 cores
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import pickle
 import sys
 from pathlib import Path
 
@@ -44,29 +45,18 @@ from sklearn_micro import GraphEmbedder, MiCRO, SphericalKMeans  # noqa: E402
 from sklearn_micro._kernels.topm import retrieval_phi  # noqa: E402
 from sklearn_micro._log import iter_chunks  # noqa: E402
 from sklearn_micro.datasets import preset_parameters, read_log, write_preset  # noqa: E402
-from sklearn_micro.experiment import compact_log, split_chunks  # noqa: E402
+from sklearn_micro.experiment import Stages, compact_log, split_chunks  # noqa: E402
 from sklearn_micro.model_selection import RollingEvaluation  # noqa: E402
 
 ROWS = ("MiCRO", "MiCRO (paper)")
 METRICS = ("recall@100", "mrr@100")
 
 
-def _cached(path: Path, make):
-    if path.is_file():
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    value = make()
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-    tmp.replace(path)
-    return value
-
-
-def fitted_and_test(scale: float, cache: Path):
-    """The fitted model and the test chunks of the fave preset at ``scale``."""
+def fitted_and_test(scale: float, stages: Stages):
+    """The fitted model (the checkpoint ``fit`` of ``stages``) and the test chunks of the
+    fave preset at ``scale``."""
     p = preset_parameters("fave", scale)
-    data = cache / f"fave-{scale:g}.parquet"
+    data = stages.dir / f"fave-{scale:g}.parquet"
     if not data.is_file():
         log(f"drawing the fave preset at {scale:g} to {data}")
         write_preset(data, "fave", scale, random_state=0)
@@ -82,7 +72,7 @@ def fitted_and_test(scale: float, cache: Path):
         log(f"embedding, clustering and fit: {t.wall:.0f} s")
         return model
 
-    model = _cached(cache / f"fave-{scale:g}-micro.pkl", fit)
+    model = stages.run("fit", fit)
     chunks = [test.take(rows) for _, rows in iter_chunks(test.chunk)]
     log(f"{len(train):,} training and {len(test):,} test engagements in {len(chunks)} test "
         f"chunks; K = {p.n_interests:,}, beta {p.beta:g}; personal_weight_ "
@@ -171,8 +161,11 @@ def main(argv=None) -> int:
                         "peer")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/micro-retrieval-settings"))
     args = parser.parse_args(argv)
-    args.cache.mkdir(parents=True, exist_ok=True)
-    fitted, chunks, p = fitted_and_test(args.scale, args.cache)
+    # one checkpoint folder a scale, resumed whenever it holds a run of that scale
+    stages = Stages(args.cache / f"fave-{args.scale:g}", resume=True,
+                    config={"scale": args.scale}, say=log)
+    stages.dir.mkdir(parents=True, exist_ok=True)
+    fitted, chunks, p = fitted_and_test(args.scale, stages)
     log(f"kernels compiled or loaded in {warm_up():.1f} s")
     header("MiCRO's tol and phi_min_count on the fave preset", "retrieval_settings.py", argv)
     print(f"fave preset at {args.scale:g}: K = {p.n_interests:,}, {len(chunks)} test chunks "
@@ -180,8 +173,7 @@ def main(argv=None) -> int:
           f"personal_weight_ {fitted.personal_weight_:.3g}, popularity_weight_ "
           f"{fitted.popularity_weight_:.3g}, phi_decay_ {fitted.phi_decay_:g}.\n")
     if args.part in ("tol", "all"):
-        done = {tol: _cached(args.cache / f"fave-{args.scale:g}-tol-{tol:g}.pkl",
-                             lambda tol=tol: run_tol(fitted, chunks, tol))
+        done = {tol: stages.run(f"tol-{tol:g}", lambda tol=tol: run_tol(fitted, chunks, tol))
                 for tol in args.tols}
         first = done[args.tols[0]]
         rows = []
@@ -201,8 +193,7 @@ def main(argv=None) -> int:
               flush=True)
     if args.part in ("phi", "all"):
         key = "-".join(f"{c:g}" for c in args.counts)
-        d = _cached(args.cache / f"fave-{args.scale:g}-phi-{key}.pkl",
-                    lambda: run_phi(fitted, chunks, args.counts))
+        d = stages.run(f"phi-{key}", lambda: run_phi(fitted, chunks, args.counts))
         c0 = args.counts[0]
         rows = []
         for c in args.counts:

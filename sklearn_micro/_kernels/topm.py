@@ -873,9 +873,11 @@ def _rank_pairs(lead, n_lead, rec, rec_y, own, lams, m, hits, rank):
     are set here; ``rec_y``, each one's ``y``, NaN outside the chunk; ``own``, its
     ``r_u``) scored ``(1 - lam) * y + lam * r_u``.
 
-    Only the rows' relevant items are ranked, each by counting the items ahead of it: a
-    row has a few, and no list is sorted. The ranks are those of a sort of both lists
-    (the order of `selection.worse` is total)."""
+    No list is sorted: each relevant item among them takes its rank by counting the items
+    ahead of it (`_rank_of`), one pass over both lists per personal weight, so a row costs
+    its relevant items times its leading and recent items (a held-out row of Higgs holds
+    1.3 relevant items on average, of the generated log 3.3). The ranks are those of a
+    sort of both lists (the order of `selection.worse` is total)."""
     n_rec = own.shape[0]
     for g in range(lams.shape[0]):
         keep = 1.0 - lams[g]
