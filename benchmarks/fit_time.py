@@ -8,7 +8,9 @@ same cores:
 - the paper's model (``personal=0, popularity=0, phi_decay=0, live_weight=0``): the
   initialization from the items' interests alone (``fit`` runs no sampler), the peer every
   other row is divided by;
-- the blend's held-out choice (``personal`` and ``popularity`` learned, the rest fixed);
+- the blend's held-out choice without the co-engagement term (``personal`` and
+  ``popularity`` learned, ``coengagement=0``, the rest fixed);
+- the blend's held-out choice (``personal``, ``popularity`` and ``coengagement`` learned);
 - the blend and ``phi_decay`` (``live_weight=0``);
 - ``MiCRO()``: the blend, ``phi_decay`` and ``live_weight`` chosen.
 
@@ -40,6 +42,7 @@ from sklearn_micro.experiment import split_chunks  # noqa: E402
 
 FITS = {
     "the paper's model": dict(personal=0, popularity=0, phi_decay=0, live_weight=0),
+    "the blend without co-engagement": dict(coengagement=0, phi_decay=0, live_weight=0),
     "the blend": dict(phi_decay=0, live_weight=0),
     "the blend, phi_decay": dict(live_weight=0),
     "MiCRO()": {},
@@ -48,7 +51,8 @@ FITS = {
 
 def chosen(model) -> str:
     return (f"personal {model.personal_weight_:.3g}, popularity "
-            f"{model.popularity_weight_:.3g}, phi_decay {model.phi_decay_:g}, "
+            f"{model.popularity_weight_:.3g}, co-engagement {model.coengagement_:g}, "
+            f"phi_decay {model.phi_decay_:g}, "
             f"live_weight {model.live_weight_:g}")
 
 

@@ -306,17 +306,19 @@ def run_log(spec: LogSpec, args, say):
         start = time.perf_counter()
         model = MiCRO(random_state=0, n_jobs=-1, **params).fit(base)
         say(f"MiCRO({params}): personal_weight_ {model.personal_weight_:.3g}, "
+            f"coengagement_ {model.coengagement_:g}, "
             f"popularity_weight_ {model.popularity_weight_:.3g}, phi_decay_ "
             f"{model.phi_decay_:g}, fit {time.perf_counter() - start:.1f} s")
         return model
 
     def blend(model):
-        return (f"personal {model.personal_weight_:.2g}, popularity "
-                f"{model.popularity_weight_:.2g}")
+        return (f"personal {model.personal_weight_:.2g}, co-engagement "
+                f"{model.coengagement_:.2g}, popularity {model.popularity_weight_:.2g}")
 
     paper = fitted(personal=0, popularity=0, phi_decay=0)
     defaults = fitted()
     by_mrr = fitted(learned_by="mrr")
+    no_coengagement = fitted(coengagement=0)
     blend_only = fitted(phi_decay=0)
     decay_only = fitted(personal=0, popularity=0)
     decay = defaults.phi_decay_
@@ -324,6 +326,7 @@ def run_log(spec: LogSpec, args, say):
         BaselineRunner("MiCRO (paper)", paper, support_source=True),
         BaselineRunner(f"MiCRO() defaults: {blend(defaults)}, phi_decay {decay:g}", defaults),
         BaselineRunner(f"learned_by='mrr': {blend(by_mrr)}", by_mrr),
+        BaselineRunner(f"coengagement=0 ({blend(no_coengagement)})", no_coengagement),
         BaselineRunner(f"blend ({blend(blend_only)}) only", blend_only),
         BaselineRunner(f"phi_decay auto ({decay:g}) only", decay_only),
         BaselineRunner("ANN", ANNRecommender(random_state=0).fit(embedded)),

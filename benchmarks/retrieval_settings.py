@@ -1,4 +1,4 @@
-"""Two settings of MiCRO on the fave preset: the chain's ``tol`` and ``phi_min_count``.
+"""Settings of MiCRO on the fave preset: ``tol``, ``phi_min_count`` and ``coengagement``.
 
 Draws the fave preset at ``--scale`` (`write_preset`, seed 0) and fits MiCRO as
 ``sklearn-micro reproduce --preset fave`` does (a 64-dimensional `GraphEmbedder` with the
@@ -18,11 +18,16 @@ by ``partial_fit``:
   sampler does not read ``phi_min_count``, so every count is scored on the same states):
   the share of the ``phi`` entries that retrieval reads (summed over the chunks), the
   scoring's cpu seconds (ranking and metrics) as a ratio to the first count's, and
-  recall@100 and MRR@100 against the first count's, paired by user.
+  recall@100 and MRR@100 against the first count's, paired by user;
+- ``--part coengagement``: one copy per value of ``--shares``, its ``coengagement_`` set
+  to it (and its co-engaged items built, above 0): ``partial_fit``'s and the scoring's cpu
+  seconds over the test chunks and their ratios to the first share's (0: no lists), the
+  co-engaged items' entries after the last chunk, and recall@100 and MRR@100 against the
+  first share's, paired by user (the sampler reads no share: the chains are the same).
 
 The fit and each finished setting are checkpoints of that folder (`experiment.Stages`,
 as ``reproduce --resume`` keeps them), so a stopped run carries on from the next.
-docs/model.md ("Convergence", "Pruning phi for retrieval") quotes it.
+docs/model.md ("Convergence", "Pruning phi for retrieval", the blend) quotes it.
 
     python benchmarks/retrieval_settings.py --scale 0.01     # about 5 minutes on 2 cores
     python benchmarks/retrieval_settings.py --scale 0.05 --part tol
@@ -138,6 +143,24 @@ def run_phi(fitted, chunks, counts):
                         for c, ev in evaluations.items()}}
 
 
+def run_share(fitted, chunks, share):
+    model = copy.deepcopy(fitted)
+    model.coengagement_ = float(share)
+    model._set_coengaged()
+    evaluations = {row: RollingEvaluation(model, m_values=(100,)) for row in ROWS}
+    fit_cpu = score_cpu = 0.0
+    for pos, chunk in enumerate(chunks):
+        score_cpu += score(model, chunk, evaluations)["MiCRO"]
+        with Timer() as t:
+            model.partial_fit(chunk)
+        fit_cpu += t.cpu
+        log(f"coengagement {share:g}: test chunk {pos + 1}/{len(chunks)}, partial_fit cpu s "
+            f"{fit_cpu:.1f}, scoring cpu s {score_cpu:.1f}")
+    return {"fit_cpu": fit_cpu, "score_cpu": score_cpu,
+            "entries": int(model.coengaged_item_.shape[0]),
+            "reports": {row: e.report() for row, e in evaluations.items()}}
+
+
 def paired(report, base) -> list[str]:
     compared = report.compare(base)
     return [f"{100 * compared.loc[m, 'relative']:+.2f}% "
@@ -153,12 +176,16 @@ def means(report) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=0.01)
-    parser.add_argument("--part", choices=["tol", "phi", "all"], default="all")
+    parser.add_argument("--part", choices=["tol", "phi", "coengagement", "all"],
+                        default="all")
     parser.add_argument("--tols", type=float, nargs="+", default=[1e-3, 3e-3, 1e-2, 3e-2],
                         help="the first (default: MiCRO's, 1e-3) is the peer")
     parser.add_argument("--counts", type=float, nargs="+", default=[0, 0.5, 2],
                         help="phi_min_count values; the first (0: the exact top m) is the "
                         "peer")
+    parser.add_argument("--shares", type=float, nargs="+", default=[0, 0.5, 1],
+                        help="coengagement shares; the first (0: no co-engaged items) is "
+                        "the peer")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/micro-retrieval-settings"))
     args = parser.parse_args(argv)
     # one checkpoint folder a scale, resumed whenever it holds a run of that scale
@@ -170,7 +197,8 @@ def main(argv=None) -> int:
     header("MiCRO's tol and phi_min_count on the fave preset", "retrieval_settings.py", argv)
     print(f"fave preset at {args.scale:g}: K = {p.n_interests:,}, {len(chunks)} test chunks "
           f"of {sum(len(c) for c in chunks):,} engagements; MiCRO's defaults chose "
-          f"personal_weight_ {fitted.personal_weight_:.3g}, popularity_weight_ "
+          f"personal_weight_ {fitted.personal_weight_:.3g}, coengagement_ "
+          f"{fitted.coengagement_:g}, popularity_weight_ "
           f"{fitted.popularity_weight_:.3g}, phi_decay_ {fitted.phi_decay_:g}.\n")
     if args.part in ("tol", "all"):
         done = {tol: stages.run(f"tol-{tol:g}", lambda tol=tol: run_tol(fitted, chunks, tol))
@@ -214,6 +242,25 @@ def main(argv=None) -> int:
         print(table(["phi_min_count", *(f"{row} {what}" for row in ROWS for what in (
                          "entries read", "scoring cpu s", "speed-up")),
                      *(f"{row} {m}" for row in ROWS for m in METRICS)], rows) + "\n",
+              flush=True)
+    if args.part in ("coengagement", "all"):
+        done = {g: stages.run(f"share-{g:g}", lambda g=g: run_share(fitted, chunks, g))
+                for g in args.shares}
+        first = done[args.shares[0]]
+        rows = []
+        for g, d in done.items():
+            cells = [f"{g:g}", f"{d['fit_cpu']:.1f}", f"{d['fit_cpu'] / first['fit_cpu']:.2f}",
+                     f"{d['score_cpu']:.1f}", f"{d['score_cpu'] / first['score_cpu']:.2f}",
+                     f"{d['entries']:,}"]
+            cells += (means(d["reports"]["MiCRO"]) if g == args.shares[0]
+                      else paired(d["reports"]["MiCRO"], first["reports"]["MiCRO"]))
+            rows.append(cells)
+        print(f"## coengagement: MiCRO's share against {args.shares[0]:g}\n")
+        print("The cpu seconds of partial_fit and of MiCRO's scoring over the test chunks and "
+              "their ratios to the first share's, the co-engaged items' entries after the "
+              "last chunk, and the metrics, as in the tables above.\n")
+        print(table(["coengagement", "partial_fit cpu s", "ratio", "scoring cpu s", "ratio",
+                     "co-engaged entries", *(f"MiCRO {m}" for m in METRICS)], rows) + "\n",
               flush=True)
     return 0
 

@@ -55,7 +55,8 @@ NOT_VALIDATED = {
     "sklearn_micro.metrics.METRICS": "a constant, documented by its doc-comment",
     "sklearn_micro.persistence.TRUSTED_TYPES": "a constant, documented by its doc-comment",
     **{f"sklearn_micro.micro.{name}": "a constant, documented by its doc-comment"
-       for name in ("PERSONAL_GRID", "POPULARITY_GRID", "PHI_DECAY_GRID", "LIVE_WEIGHT_GRID",
+       for name in ("PERSONAL_GRID", "POPULARITY_GRID", "COENGAGEMENT_GRID",
+                    "COENGAGED_NEIGHBOURS", "PHI_DECAY_GRID", "LIVE_WEIGHT_GRID",
                     "RECALL_KEPT")},
     "sklearn_micro.utils.estimator_checks.SCORE_RTOL":
         "a constant, documented by its doc-comment",

@@ -24,6 +24,7 @@ OPEN_CHUNK = int(OPEN.chunk.iloc[0])
 PARAMS = {
     "paper": {"personal": 0, "popularity": 0, "phi_decay": 0},
     "blend": {"personal": 0.3, "popularity": 3.0, "phi_decay": 0.5},
+    "coengaged": {"personal": 0.5, "coengagement": 0.5, "popularity": 1.0, "phi_decay": 0.5},
 }
 
 
@@ -270,15 +271,17 @@ def test_bad_input_is_refused_with_the_model_unchanged(bad, match):
     assert state_differences(before, model) == []
 
 
-def test_explain_terms_sum_to_the_live_scores():
-    model = _closed(PARAMS["blend"])
+@pytest.mark.parametrize("name", ["blend", "coengaged"])
+def test_explain_terms_sum_to_the_live_scores(name):
+    model = _closed(PARAMS[name])
     model.observe(_rows(OPEN, users=[50_001], items=[93_000]))
     users = np.concatenate([np.unique(OPEN.user)[:5], [50_001]])
     items, scores = model.recommend(users, m=8)
     for user, row, row_scores in zip(users, items, scores, strict=True):
         why = model.explain(user, row)
         assert_allclose(why.scores, row_scores, rtol=1e-12)
-        total = why.contributions.sum(axis=1) + why.popularity + why.personal
+        total = (why.contributions.sum(axis=1) + why.popularity + why.personal
+                 + why.coengagement)
         assert_allclose(total, why.scores, rtol=1e-9)
 
 

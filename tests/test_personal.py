@@ -63,6 +63,8 @@ from sklearn_micro.utils.estimator_checks import (
     ({"personal": 1.5}, "'personal' parameter"),
     ({"personal": "always"}, "'personal' parameter"),
     ({"popularity": -0.5}, "'popularity' parameter"),
+    ({"coengagement": 1.5}, "'coengagement' parameter"),
+    ({"coengagement": "chosen"}, "'coengagement' parameter"),
     ({"popularity": "chosen"}, "'popularity' parameter"),
     ({"learned_by": "ndcg"}, "'learned_by' parameter"),
     ({"personal_window": 0}, "'personal_window' parameter"),
@@ -103,11 +105,34 @@ def recent_recount(log, users, latest, window, decay):
     return out
 
 
-def dense_personal_scores(model, users, given_logs, lam):
+def dense_coengaged(model, given_logs):
+    """P3's ``s(j, i)`` over internal item indices, every pair (the logs are too small for
+    the kept neighbours to cut any): the walk item -> user -> item over every user's
+    engagements of the last ``personal_window`` chunks, each weighed ``personal_decay **
+    age``, the diagonal 0."""
+    n_items = len(model.item_ids_)
+    assert n_items <= _micro_state.COENGAGED_NEIGHBOURS + 1, "no neighbour list is cut"
+    latest = model.latest_chunk_
+    counts = np.zeros((len(model.user_ids_), n_items))
+    for user, item, chunk in given_logs:
+        if chunk > latest - model.personal_window:
+            counts[model.user_ids_.lookup([user])[0], model.item_ids_.lookup([item])[0]] += (
+                model.personal_decay ** (latest - chunk))
+    by_user = counts.sum(axis=1, keepdims=True)
+    by_item = counts.sum(axis=0, keepdims=True)
+    to_item = np.divide(counts, by_user, out=np.zeros_like(counts), where=by_user > 0)
+    to_user = np.divide(counts, by_item, out=np.zeros_like(counts), where=by_item > 0)
+    walk = to_user.T @ to_item
+    np.fill_diagonal(walk, 0.0)
+    return walk
+
+
+def dense_personal_scores(model, users, given_logs, lam, coengagement=0.0):
     """``s(i)`` for every item of the latest chunk and every recent item of each user, -inf
     elsewhere: the paper's ``p_t(i|u)`` from the dense scan plus the model's popularity
     weight times the chunk's share (the share alone for users without interests), the
-    recent items recounted from the log."""
+    recent items recounted from the log, a share ``coengagement`` of each spread over the
+    dense P3 walk (`dense_coengaged`)."""
     p, chunk_ids = dense_scores(model, users)
     index = model.user_ids_.lookup(users)
     no_support = np.diff(model.support_indptr_)[np.maximum(index, 0)] == 0
@@ -119,13 +144,19 @@ def dense_personal_scores(model, users, given_logs, lam):
     dense = np.full((len(users), all_ids.shape[0]), -np.inf)
     recent = recent_recount(given_logs, users, model.latest_chunk_, model.personal_window,
                             model.personal_decay)
+    g = coengagement
+    walk = dense_coengaged(model, given_logs) if g > 0 and lam > 0 else None
     for row, r_u in enumerate(recent):
-        lam_u = lam if r_u else 0.0
-        dense[row, in_chunk] = (1 - lam_u) * p[row]
+        own = np.zeros(all_ids.shape[0])
         for item, r in r_u.items():
-            pos = model.item_ids_.lookup([item])[0]
+            own[model.item_ids_.lookup([item])[0]] = r
+        spread = own if walk is None else (1 - g) * own + g * (own @ walk)
+        # no weight on any item (own items without co-engaged ones, at g = 1): no term
+        lam_u = lam if (spread > 0).any() else 0.0
+        dense[row, in_chunk] = (1 - lam_u) * p[row]
+        for pos in np.flatnonzero(spread > 0):
             base = dense[row, pos] if np.isfinite(dense[row, pos]) else 0.0
-            dense[row, pos] = base + lam_u * r
+            dense[row, pos] = base + lam_u * spread[pos]
     return dense, all_ids
 
 
@@ -133,20 +164,21 @@ def dense_personal_scores(model, users, given_logs, lam):
 @given(logs(), st.integers(1, 16), st.sampled_from([0.25, 0.5, 1.0]), st.integers(1, 3),
        st.sampled_from([0.5, 1.0]), st.sampled_from([0.0, 0.5]), st.booleans(),
        st.booleans(), st.integers(0, 3), st.sampled_from([0, 0, 1.5, 2]),
-       st.sampled_from([0, 0.5, 20.0]))
+       st.sampled_from([0, 0.5, 20.0]), st.sampled_from([0.0, 0.5, 1.0]))
 def test_recommend_equals_a_dense_computation_of_s(log, m, personal, window, decay,
                                                    phi_decay, after_fit, exclude_seen, seed,
-                                                   phi_min_count, popularity):
+                                                   phi_min_count, popularity, coengagement):
     train, interests, chunk = log
-    model = MiCRO(personal=personal, popularity=popularity, personal_window=window,
-                  personal_decay=decay, phi_decay=phi_decay, phi_min_count=phi_min_count,
-                  random_state=seed).fit(train, item_interest=interests)
+    model = MiCRO(personal=personal, popularity=popularity, coengagement=coengagement,
+                  personal_window=window, personal_decay=decay, phi_decay=phi_decay,
+                  phi_min_count=phi_min_count, random_state=seed).fit(
+                      train, item_interest=interests)
     given_logs = train if after_fit else np.vstack([train, chunk])
     if not after_fit:
         model.partial_fit(chunk)
     users = np.append(model.user_ids_.ids, 99)
     items, scores = model.recommend(users, m, exclude_seen=exclude_seen)
-    dense, all_ids = dense_personal_scores(model, users, given_logs, personal)
+    dense, all_ids = dense_personal_scores(model, users, given_logs, personal, coengagement)
     if exclude_seen:
         for row, user in enumerate(users):
             seen = np.isin(all_ids, given_logs[given_logs[:, 0] == user, 1])
@@ -490,11 +522,10 @@ def test_fit_says_what_it_chose_when_verbose(capsys):
     assert lines[0].startswith(f"[MiCRO] fit: phi_decay {model.phi_decay_} chosen in ")
     assert lines[1].startswith(
         f"[MiCRO] fit: personal weight {model.personal_weight_}, popularity weight "
-        f"{model.popularity_weight_} chosen in ")
+        f"{model.popularity_weight_}, co-engagement {model.coengagement_} chosen in ")
     assert lines[2].startswith(f"[MiCRO] fit: live weight {model.live_weight_} chosen in ")
-    MiCRO(personal=0, popularity=0, phi_decay=0, live_weight=0, random_state=0,
-          verbose=1).fit(
-        log, item_interest=_interests_of(log, 4))
+    MiCRO(personal=0, popularity=0, coengagement=0, phi_decay=0, live_weight=0,
+          random_state=0, verbose=1).fit(log, item_interest=_interests_of(log, 4))
     assert capsys.readouterr().out == ""
 
 
@@ -512,7 +543,8 @@ SMALL_POPULARITY_GRID = (0.0, 0.3, 10.0)
 
 
 def _selection(model, log, grid=_held_out.PERSONAL_GRID,
-               popularity_grid=_held_out.POPULARITY_GRID, metric="recall", max_users=10**9):
+               popularity_grid=_held_out.POPULARITY_GRID, metric="recall", max_users=10**9,
+               coengagement_grid=(0.0,)):
     """`select_blend_weights` on ``log`` with ``model``'s settings, every user ranked
     (or ``max_users`` of them per held-out chunk)."""
     u = model.user_ids_.lookup(log.user)
@@ -522,23 +554,23 @@ def _selection(model, log, grid=_held_out.PERSONAL_GRID,
     training = _held_out.TrainingLog(u, i, np.asarray(log.chunk), z, indptr, k, count,
                                          len(model.item_ids_), model.n_interests_)
     return _held_out.select_blend_weights(
-        training, grid, popularity_grid, alpha=model.alpha, beta=model.beta,
+        training, grid, popularity_grid, coengagement_grid, alpha=model.alpha, beta=model.beta,
         phi_decay=model.phi_decay_, window=model.personal_window,
         decay=model.personal_decay, min_count=model.phi_min_count, metric=metric,
         max_users=max_users)
 
 
 def _brute_force_selection(log, interests, model, grid, popularity_grid, metric,
-                           max_users=None):
+                           max_users=None, coengagement_grid=(0.0,)):
     """Each of the last 4 chunks held out: MiCRO fitted on the chunks before it with each
-    pair of weights (the paper's model for (0, 0)), its recommend scored on the users with
-    a recent item or, with a popularity weight in the grid, any engagement before, the
-    pair chosen by the documented rule. With ``max_users``, only that many of those users
-    are scored per chunk, evenly spread over their indices in ``model`` (each chunk must
-    hold more)."""
+    triple of weights (the paper's model for (0, 0, 0)), its recommend scored on the users
+    with a recent item or, with a popularity weight in the grid, any engagement before,
+    the triple chosen by the documented rule. With ``max_users``, only that many of those
+    users are scored per chunk, evenly spread over their indices in ``model`` (each chunk
+    must hold more)."""
     from sklearn_micro.metrics import mrr_at, recall_at
 
-    pairs = [(lam, w) for w in popularity_grid for lam in grid]
+    pairs = [(lam, w, g) for g in coengagement_grid for w in popularity_grid for lam in grid]
     chunks = np.unique(log.chunk)
     sums = np.zeros((len(pairs), 2))
     n_points = 0
@@ -554,8 +586,8 @@ def _brute_force_selection(log, interests, model, grid, popularity_grid, metric,
             users = by_index[[round(j * (users.shape[0] - 1) / (max_users - 1))
                               for j in range(max_users)]]
         relevant = [set(now.item[now.user == user].tolist()) for user in users]
-        for g, (lam, w) in enumerate(pairs):
-            fitted_before = MiCRO(personal=lam, popularity=w,
+        for g, (lam, w, share) in enumerate(pairs):
+            fitted_before = MiCRO(personal=lam, popularity=w, coengagement=share,
                                   personal_window=model.personal_window,
                                   personal_decay=model.personal_decay,
                                   phi_decay=model.phi_decay_,
@@ -566,28 +598,32 @@ def _brute_force_selection(log, interests, model, grid, popularity_grid, metric,
         n_points += users.shape[0]
     scores = {pair: tuple(sums[g] / n_points) for g, pair in enumerate(pairs)}
     allowed = [pair for pair in scores
-               if scores[pair][0] >= _held_out.RECALL_KEPT * scores[0.0, 0.0][0]]
+               if scores[pair][0] >= _held_out.RECALL_KEPT * scores[pairs[0]][0]]
     if metric == "mrr":
-        best = max(allowed, key=lambda pair: (scores[pair][1], -pair[1], -pair[0]))
+        best = max(allowed, key=lambda t: (scores[t][1], -t[2], -t[1], -t[0]))
     else:
-        best = max(allowed, key=lambda pair: (*scores[pair], -pair[1], -pair[0]))
+        best = max(allowed, key=lambda t: (*scores[t], -t[2], -t[1], -t[0]))
     return best, scores
 
 
-@pytest.mark.parametrize("seed, n_interests, phi_min_count, metric",
-                         [(0, 8, 0, "mrr"), (1, 40, 0, "recall"), (2, 8, 0, "mrr"),
-                          (0, 8, 2, "recall"), (1, 40, 3, "mrr")])
+@pytest.mark.parametrize("seed, n_interests, phi_min_count, metric, coengagement_grid",
+                         [(0, 8, 0, "mrr", (0.0,)), (1, 40, 0, "recall", (0.0,)),
+                          (2, 8, 0, "mrr", (0.0,)), (0, 8, 2, "recall", (0.0,)),
+                          (1, 40, 3, "mrr", (0.0,)), (5, 8, 0, "recall", (0.0, 0.5, 1.0)),
+                          (6, 8, 2, "mrr", (0.0, 1.0))])
 def test_learned_weights_equal_a_brute_force_selection(seed, n_interests, phi_min_count,
-                                                       metric):
+                                                       metric, coengagement_grid):
     log = make_engagements(n_users=200, n_items=600, n_chunks=10, n_interests=8,
                            n_engagements=4000, random_state=seed)
     interests = _interests_of(log, n_interests)
     model = MiCRO(personal="learned", phi_decay="auto", personal_window=3,
                   phi_min_count=phi_min_count, random_state=0)
     model.fit(log, item_interest=interests)
-    best, scores = _selection(model, log, SMALL_GRID, SMALL_POPULARITY_GRID, metric)
+    best, scores = _selection(model, log, SMALL_GRID, SMALL_POPULARITY_GRID, metric,
+                              coengagement_grid=coengagement_grid)
     want_best, want_scores = _brute_force_selection(log, interests, model, SMALL_GRID,
-                                                    SMALL_POPULARITY_GRID, metric)
+                                                    SMALL_POPULARITY_GRID, metric,
+                                                    coengagement_grid=coengagement_grid)
     assert best == want_best
     assert scores.keys() == want_scores.keys()
     for pair in scores:
@@ -631,9 +667,10 @@ def test_learned_weight_is_zero_without_repeats_and_positive_with_only_repeats()
     model = MiCRO(random_state=0).fit(own, item_interest=(np.arange(240),
                                                           rng.integers(0, 5, 240)))
     assert model.personal_weight_ > 0.0
-    best, scores = _selection(model, check_log(own))
-    assert best == (model.personal_weight_, model.popularity_weight_)
-    assert scores[best][0] == 1.0 and scores[best][1] > scores[0.0, 0.0][1]
+    best, scores = _selection(model, check_log(own),
+                              coengagement_grid=_held_out.COENGAGEMENT_GRID)
+    assert best == (model.personal_weight_, model.popularity_weight_, model.coengagement_)
+    assert scores[best][0] == 1.0 and scores[best][1] > scores[0.0, 0.0, 0.0][1]
 
 
 def test_selection_is_deterministic_and_independent_of_threads():
@@ -641,7 +678,8 @@ def test_selection_is_deterministic_and_independent_of_threads():
                            n_engagements=6000, random_state=3)
     fits = [MiCRO(n_jobs=n_jobs, random_state=seed).fit(log, item_interest=_interests_of(log))
             for n_jobs, seed in ((1, 0), (2, 1), (-1, 0))]
-    assert len({(model.personal_weight_, model.popularity_weight_) for model in fits}) == 1
+    assert len({(model.personal_weight_, model.popularity_weight_, model.coengagement_)
+                for model in fits}) == 1
 
 
 def _personal_pipeline(personal):

@@ -27,10 +27,11 @@ INTERESTS = (TRAIN_ITEMS, (TRAIN_ITEMS // 4) % 3)
 
 MICRO_PARAMS = {
     "paper": {"personal": 0, "popularity": 0, "phi_decay": 0},
-    "personal": {"personal": 0.3, "phi_decay": 0.5},
+    "personal": {"personal": 0.3, "coengagement": 0, "phi_decay": 0.5},
     "pruned": {"personal": 0, "popularity": 0, "phi_decay": 0.5, "phi_min_count": 0.6},
     "popularity": {"personal": 0, "popularity": 3.0, "phi_decay": 0},
-    "blend": {"personal": 0.3, "popularity": 3.0, "phi_decay": 0.5},
+    "blend": {"personal": 0.3, "coengagement": 0, "popularity": 3.0, "phi_decay": 0.5},
+    "coengaged": {"personal": 0.5, "coengagement": 0.5, "popularity": 1.0, "phi_decay": 0.5},
 }
 
 
@@ -310,7 +311,8 @@ def test_explain_sums_to_the_score_recommend_gives(name):
                                             history=None if history is None else [history])
             asked = list(items[0][items[0] != -1]) + [123456789, int(ITEMS[0])]
             why = model.explain(user, asked, history=history)
-            total = why.contributions.sum(axis=1) + why.popularity + why.personal
+            total = (why.contributions.sum(axis=1) + why.popularity + why.personal
+                     + why.coengagement)
             ranked = why.scores > -np.inf
             assert_allclose(total[ranked], why.scores[ranked], rtol=1e-12)
             n = (items[0] != -1).sum()

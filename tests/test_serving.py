@@ -343,8 +343,8 @@ def test_explain_terms_sum_to_the_recommended_score(client, micro):
             if score is None:
                 assert row["score"] is None and row["terms"] == []
                 continue
-            total = sum(t["contribution"] for t in row["terms"]) + row["popularity"] + row[
-                "personal"]
+            total = (sum(t["contribution"] for t in row["terms"]) + row["popularity"]
+                     + row["personal"] + row["coengagement"])
             assert row["score"] == pytest.approx(score) and total == pytest.approx(score)
 
 

@@ -1,20 +1,25 @@
 """Item-item neighbourhoods: RP3beta's random walk, kept to the top neighbours of each
-item, and the scoring of a user's items through a neighbour list.
+item, the scoring of a user's items through a neighbour list, and the spreading of a
+user's item weights to their neighbours (MiCRO's co-engagement term).
 
 A neighbour list is a `Neighbours` CSR over items: row ``i`` holds at most ``k`` other
-items with a positive score, best first. Each kernel holds one dense scratch row of
-``n_items`` per thread, never an item x item matrix.
+items with a positive score, best first. The walk's and the scoring's kernels hold one
+dense scratch row of ``n_items`` per thread, never an item x item matrix; the spreading
+holds none.
 """
 
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit, prange
 
+from . import numba_threads
 from .ranking import _push
 from .selection import is_seen
 
-__all__ = ["Neighbours", "Walk", "rp3beta_rows", "score_profiles"]
+__all__ = ["Neighbours", "Walk", "rp3beta_rows", "score_profiles", "spread_rows",
+           "spread_to_neighbours", "walk_neighbours"]
 
 
 class Neighbours(NamedTuple):
@@ -153,3 +158,140 @@ def score_profiles(indptr, items, weights, neighbours, tie_key, seen, out_items,
                 continue
             n = _push(out_items, out_scores, r, n, j, score, tie_key)
         out_n[r] = n
+
+
+def walk_neighbours(counts: sp.csr_matrix, alpha: float, beta: float, k: int,
+                    n_threads: int) -> Neighbours:
+    """The top ``k`` neighbours of each item by RP3beta's walk over ``counts`` (users x
+    items, non-negative weights): item ``i``'s score for ``j`` is ``sum_u p(i -> u)^alpha
+    p(u -> j)^alpha / pop_j ** beta``, each step's probability its row's share of the
+    counts, ``pop_j`` the column sum; `rp3beta_rows` on ``n_threads`` threads. Items with
+    no count have no neighbours."""
+    n_items = counts.shape[1]
+    user_item = _walk(counts, alpha)
+    item_user = _walk(counts.T.tocsr(), alpha)
+    popularity = np.asarray(counts.sum(axis=0)).ravel()
+    active = np.flatnonzero(popularity)
+    penalty = np.zeros(n_items)
+    penalty[active] = popularity[active] ** -float(beta)
+    # the walks of the window's items only: rows of other items stay empty
+    sub = _rows_of(item_user, active)
+    out_items = np.empty((active.shape[0], k), np.int64)
+    out_scores = np.empty((active.shape[0], k))
+    out_n = np.zeros(active.shape[0], np.int64)
+    with numba_threads(n_threads) as threads:
+        rp3beta_rows(active.astype(np.int64), sub, user_item, penalty,
+                     max(1, min(threads, active.shape[0])), out_items, out_scores, out_n)
+    keep = np.arange(k) < out_n[:, None]
+    indptr = np.zeros(n_items + 1, np.int64)
+    per_item = np.zeros(n_items, np.int64)
+    per_item[active] = out_n
+    np.cumsum(per_item, out=indptr[1:])
+    return Neighbours(indptr, out_items[keep], out_scores[keep])
+
+
+def _walk(counts: sp.csr_matrix, alpha: float) -> Walk:
+    """The row-normalised ``counts`` as a `Walk`, each probability raised to ``alpha``."""
+    counts = counts.tocsr()
+    counts.sum_duplicates()
+    counts.sort_indices()
+    totals = np.asarray(counts.sum(axis=1)).ravel()
+    row = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
+    prob = (counts.data / totals[row]) ** float(alpha)
+    return Walk(counts.indptr.astype(np.int64), counts.indices.astype(np.int64), prob)
+
+
+def _rows_of(walk: Walk, rows: np.ndarray) -> Walk:
+    """The `Walk` of ``rows`` only, row ``t`` being ``rows[t]``."""
+    lo, hi = walk.indptr[rows], walk.indptr[rows + 1]
+    indptr = np.zeros(rows.shape[0] + 1, np.int64)
+    np.cumsum(hi - lo, out=indptr[1:])
+    take = np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
+    return Walk(indptr, walk.index[take], walk.prob[take])
+
+
+@njit(cache=True, nogil=True)
+def _spread_row(lo, hi, items, weights, neighbours, share, at, out_items, out_scores):
+    """Row ``lo:hi``'s spread (`spread_rows`) into ``out_*[at:]``; returns its length."""
+    n_rows = neighbours.indptr.shape[0] - 1
+    n = 0
+    for p in range(lo, hi):
+        i = items[p]
+        w = weights[p]
+        out_items[at + n] = i
+        out_scores[at + n] = (1.0 - share) * w
+        n += 1
+        if i < 0 or i >= n_rows:
+            continue
+        for c in range(neighbours.indptr[i], neighbours.indptr[i + 1]):
+            out_items[at + n] = neighbours.items[c]
+            out_scores[at + n] = share * w * neighbours.scores[c]
+            n += 1
+    order = np.argsort(out_items[at:at + n], kind="mergesort")
+    row_items = out_items[at:at + n][order]
+    row_scores = out_scores[at:at + n][order]
+    size = 0
+    for t in range(n):
+        if size > 0 and row_items[t] == out_items[at + size - 1]:
+            out_scores[at + size - 1] += row_scores[t]
+            continue
+        out_items[at + size] = row_items[t]
+        out_scores[at + size] = row_scores[t]
+        size += 1
+    kept = 0
+    for t in range(size):  # an item left with no weight (its own, at share 1) is dropped
+        if out_scores[at + t] > 0.0:
+            out_items[at + kept] = out_items[at + t]
+            out_scores[at + kept] = out_scores[at + t]
+            kept += 1
+    return kept
+
+
+@njit(cache=True, parallel=True)
+def spread_rows(indptr, items, weights, neighbours, share, out_ptr, n_blocks, out_items,
+                out_scores, out_n):
+    """Each row's item weights with a ``share`` of each spread to the item's neighbours.
+
+    IN row ``r``'s items ``items[indptr[r]:indptr[r + 1]]`` with ``weights``;
+    ``neighbours``: a `Neighbours` list (items past its rows have none); ``share`` in
+    [0, 1]; ``out_ptr``: where row ``r``'s output starts, room for its items and all their
+    neighbours; ``n_blocks``: the threads. OUT ``out_items[out_ptr[r]:][:out_n[r]]``,
+    ``out_scores``: the row's distinct items, sorted, item ``j`` weighing ``(1 - share) *
+    w_j + share * sum_i w_i * s(i, j)`` over the row's items ``i``; items of weight 0 left
+    out. No scratch of the items: a row's entries are sorted and summed in place.
+    """
+    n = indptr.shape[0] - 1
+    for b in prange(n_blocks):
+        for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
+            out_n[r] = _spread_row(indptr[r], indptr[r + 1], items, weights, neighbours,
+                                   share, out_ptr[r], out_items, out_scores)
+
+
+def spread_to_neighbours(indptr, items, weights, neighbours: Neighbours, share: float,
+                         n_threads: int = 1):
+    """`spread_rows` as a CSR ``(indptr, items, weights)``: each row's weights with a
+    ``share`` of each spread to the item's neighbours. ``share`` 0 returns the rows as
+    given (distinct sorted items per row expected)."""
+    if share == 0 or items.shape[0] == 0:
+        return indptr, items, weights
+    items = np.asarray(items, np.int64)
+    n_rows = neighbours.indptr.shape[0] - 1
+    inside = (items >= 0) & (items < n_rows)
+    degree = np.zeros(items.shape[0], np.int64)
+    degree[inside] = np.diff(neighbours.indptr)[items[inside]]
+    row = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    room = np.bincount(row, weights=1 + degree, minlength=indptr.shape[0] - 1)
+    out_ptr = np.zeros(indptr.shape[0], np.int64)
+    np.cumsum(room.astype(np.int64), out=out_ptr[1:])
+    out_items = np.empty(out_ptr[-1], np.int64)
+    out_scores = np.empty(out_ptr[-1])
+    out_n = np.zeros(indptr.shape[0] - 1, np.int64)
+    with numba_threads(n_threads) as threads:
+        spread_rows(np.asarray(indptr, np.int64), items, np.asarray(weights, np.float64),
+                    neighbours, float(share), out_ptr, max(1, min(threads, indptr.shape[0] - 1)),
+                    out_items, out_scores, out_n)
+    keep = np.arange(out_ptr[-1]) - np.repeat(out_ptr[:-1], room.astype(np.int64)) \
+        < np.repeat(out_n, room.astype(np.int64))
+    new_ptr = np.zeros(indptr.shape[0], np.int64)
+    np.cumsum(out_n, out=new_ptr[1:])
+    return new_ptr, out_items[keep], out_scores[keep]

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._kernels.neighbours import Neighbours, Walk, rp3beta_rows, score_profiles
+from .._kernels.neighbours import Neighbours, score_profiles, walk_neighbours
 from .._kernels.selection import ItemRows
 from .._parallel import resolve_n_jobs
 from ..base import key_ranges
@@ -324,52 +324,13 @@ class RP3betaRecommender(_NeighbourRecommender):
         self.n_jobs = n_jobs
 
     def _neighbours(self, counts):
-        n_items = counts.shape[1]
-        user_item = _walk(counts, self.alpha)
-        item_user = _walk(counts.T.tocsr(), self.alpha)
-        popularity = np.asarray(counts.sum(axis=0)).ravel()
-        active = np.flatnonzero(popularity)
-        penalty = np.zeros(n_items)
-        penalty[active] = popularity[active] ** -float(self.beta)
-        # the walks of the window's items only: rows of other items stay empty
-        sub = _rows_of(item_user, active)
-        k = self.n_neighbors
-        out_items = np.empty((active.shape[0], k), np.int64)
-        out_scores = np.empty((active.shape[0], k))
-        out_n = np.zeros(active.shape[0], np.int64)
-        n_blocks = max(1, min(resolve_n_jobs(self.n_jobs), active.shape[0]))
-        rp3beta_rows(active.astype(np.int64), sub, user_item, penalty, n_blocks, out_items,
-                     out_scores, out_n)
-        keep = np.arange(k) < out_n[:, None]
-        indptr = np.zeros(n_items + 1, np.int64)
-        per_item = np.zeros(n_items, np.int64)
-        per_item[active] = out_n
-        np.cumsum(per_item, out=indptr[1:])
-        return indptr, out_items[keep], out_scores[keep]
+        return walk_neighbours(counts, self.alpha, self.beta, self.n_neighbors,
+                               resolve_n_jobs(self.n_jobs))
 
     def _weights(self, indptr, counts):
         row = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
         total = np.bincount(row, weights=counts, minlength=indptr.shape[0] - 1)
         return (counts / total[row]) ** float(self.alpha) if counts.size else counts
-
-
-def _walk(counts: sp.csr_matrix, alpha: float) -> Walk:
-    """The row-normalised ``counts`` as a `Walk`, each probability raised to ``alpha``."""
-    counts = counts.tocsr()
-    counts.sort_indices()
-    totals = np.asarray(counts.sum(axis=1)).ravel()
-    row = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
-    prob = (counts.data / totals[row]) ** float(alpha)
-    return Walk(counts.indptr.astype(np.int64), counts.indices.astype(np.int64), prob)
-
-
-def _rows_of(walk: Walk, rows: np.ndarray) -> Walk:
-    """The `Walk` of ``rows`` only, row ``t`` being ``rows[t]``."""
-    lo, hi = walk.indptr[rows], walk.indptr[rows + 1]
-    indptr = np.zeros(rows.shape[0] + 1, np.int64)
-    np.cumsum(hi - lo, out=indptr[1:])
-    take = np.repeat(lo - indptr[:-1], hi - lo) + np.arange(indptr[-1])
-    return Walk(indptr, walk.index[take], walk.prob[take])
 
 
 for _cls in (ItemKNNRecommender, RP3betaRecommender):

@@ -1,6 +1,6 @@
 """MiCRO: multi-interest candidate retrieval online."""
 
-from . import _held_out
+from . import _held_out, _state
 from ._estimator import (
     MiCRO,
 )
@@ -11,6 +11,11 @@ PERSONAL_GRID = _held_out.PERSONAL_GRID
 #: The weights that ``MiCRO(popularity="learned")`` chooses from at `fit`, with
 #: ``personal``'s.
 POPULARITY_GRID = _held_out.POPULARITY_GRID
+#: The shares that ``MiCRO(coengagement="learned")`` chooses from at `fit`, with the
+#: blend's weights.
+COENGAGEMENT_GRID = _held_out.COENGAGEMENT_GRID
+#: The co-engaged items each item keeps for ``MiCRO``'s co-engagement term.
+COENGAGED_NEIGHBOURS = _state.COENGAGED_NEIGHBOURS
 #: The values that ``MiCRO(phi_decay="auto")`` chooses from at `fit`.
 PHI_DECAY_GRID = _held_out.PHI_DECAY_GRID
 #: The weights that ``MiCRO(live_weight="auto")`` chooses from at `fit`.
@@ -19,6 +24,8 @@ LIVE_WEIGHT_GRID = _held_out.LIVE_WEIGHT_GRID
 RECALL_KEPT = _held_out.RECALL_KEPT
 
 __all__ = [
+    "COENGAGED_NEIGHBOURS",
+    "COENGAGEMENT_GRID",
     "LIVE_WEIGHT_GRID",
     "PERSONAL_GRID",
     "PHI_DECAY_GRID",

@@ -79,6 +79,18 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         that keep ``sklearn_micro.micro.RECALL_KEPT`` of the recall@100 of the mixture
         alone, those with the best mean ``learned_by`` win (ties to the smaller). 0 is the
         paper's model.
+    coengagement : float in [0, 1] or "learned", default="learned"
+        Share ``g`` of the personal term spread from the user's recent items to the items
+        engaged with them: ``r_u`` becomes ``(1 - g) * r_u(i) + g * sum_j r_u(j) *
+        s(j, i)``, where ``s(j, i)`` is the walk item ``j`` -> user -> item ``i`` over
+        every user's recent items (P3: each step the row's share of the decayed
+        engagements), kept to each item's ``sklearn_micro.micro.COENGAGED_NEIGHBOURS``
+        best other items (bounded memory, no item x item matrix). Co-engaged items
+        outside the latest chunk are candidates too. It acts only where the personal
+        weight is above 0; at ``g = 1`` a user whose recent items have no co-engaged
+        item has an empty ``r_u``, so ``lam_u = 0``. "learned" chooses it at `fit` from
+        ``sklearn_micro.micro.COENGAGEMENT_GRID`` with the blend's weights, by the same
+        held-out ranking. 0 leaves ``r_u`` as the user's own items.
     popularity : float >= 0 or "learned", default="learned"
         Weight ``w`` of the latest chunk's popularity ``pi_t(i)`` (an item's share of the
         chunk's engagements) beside the interests' mixture, in ``s(i)`` above: it orders
@@ -92,8 +104,8 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         The held-out metric at 100 that "learned" weights maximize: "recall" fills the 100
         slots with the most of a user's next items; "mrr" puts the first of them highest,
         among weights that keep ``sklearn_micro.micro.RECALL_KEPT`` of the mixture's recall.
-    personal_window : int, default=8
-        Chunks of a user's history that make up ``r_u``.
+    personal_window : int, default=16
+        Chunks of a user's history that make up ``r_u`` and the co-engagement walk.
     personal_decay : float in (0, 1], default=0.5
         Weight of an engagement in ``r_u`` per chunk of age.
     phi_decay : float in [0, 1) or "auto", default="auto"
@@ -178,6 +190,13 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
     popularity_weight_ : float
         The weight ``w`` of the latest chunk's popularity: the one given, or the one
         "learned" chose.
+    coengagement_ : float
+        The co-engagement share ``g`` in use: the one given, or the one "learned" chose.
+    coengaged_indptr_, coengaged_item_, coengaged_score_ : ndarray
+        Each item's co-engaged items as a CSR over items (at most
+        ``COENGAGED_NEIGHBOURS`` per item, best first, with their walk's ``s(j, i)``),
+        built from ``recent_*`` whenever a chunk closes. Empty when ``coengagement_`` or
+        ``personal_weight_`` is 0.
     recent_indptr_, recent_item_, recent_chunk_, recent_weight_ : ndarray
         The users' recent items as a CSR over users, one entry per (user, item, chunk) of
         the last ``personal_window`` chunks: the item (int32), the chunk (int32) and
@@ -266,6 +285,7 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "beta": [Interval(Real, 0, None, closed="neither")],
         "personal": [Interval(Real, 0, 1, closed="both"), StrOptions({"learned"})],
+        "coengagement": [Interval(Real, 0, 1, closed="both"), StrOptions({"learned"})],
         "popularity": [Interval(Real, 0, None, closed="left"), StrOptions({"learned"})],
         "learned_by": [StrOptions({"mrr", "recall"})],
         "personal_window": [Interval(Integral, 1, None, closed="left")],
@@ -281,14 +301,15 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", popularity="learned",
-                 learned_by="recall", personal_window=8, personal_decay=0.5, phi_decay="auto",
-                 phi_min_count=0, live_weight="auto", max_sweeps=100, tol=1e-3,
-                 random_state=None, n_jobs=None, min_partition_work=MIN_PARTITION_WORK,
-                 verbose=0):
+    def __init__(self, alpha=1.0, *, beta=0.01, personal="learned", coengagement="learned",
+                 popularity="learned", learned_by="recall", personal_window=16,
+                 personal_decay=0.5, phi_decay="auto", phi_min_count=0, live_weight="auto",
+                 max_sweeps=100, tol=1e-3, random_state=None, n_jobs=None,
+                 min_partition_work=MIN_PARTITION_WORK, verbose=0):
         self.alpha = alpha
         self.beta = beta
         self.personal = personal
+        self.coengagement = coengagement
         self.popularity = popularity
         self.learned_by = learned_by
         self.personal_window = personal_window
@@ -367,6 +388,7 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         self.recent_indptr_, self.recent_item_, self.recent_chunk_, self.recent_weight_ = (
             recent_items(u[recent], i[recent], log_chunk[recent],
                          self.personal_decay ** (last - log_chunk[recent]), len(user_ids)))
+        self._set_coengaged()
         self.n_sweeps_ = {}
         self.log_likelihood_ = {}
         self.n_unassigned_ = {}
@@ -558,7 +580,7 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         """Each item's score for a user, split into the terms of the blend.
 
         The terms are the interests' (one per interest of the user's mixture), the
-        popularity term and the personal term.
+        popularity term, the personal term and the co-engagement term.
 
         Parameters
         ----------
@@ -575,8 +597,8 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         explanation : Explanation
             ``scores`` (the scores `recommend` gives these items for this user and
             history), ``interests`` and ``weights`` (the user's mixture), the per-interest
-            ``contributions`` of each item, the ``popularity`` and ``personal`` terms;
-            each item's terms sum to its score.
+            ``contributions`` of each item, the ``popularity``, ``personal`` and
+            ``coengagement`` terms; each item's terms sum to its score.
 
         Examples
         --------
@@ -621,10 +643,13 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         # the terms
         weight, base = interest_weights(indptr, k, theta, model.beta, LatestChunk.of(model))
         lam = 0.0
-        r_u_of = {}
+        r_u_of, own_of = {}, {}
         if recent is not None and recent[0][1] > 0:
             lam = model.personal_weight_
             r_u_of = dict(zip(recent[1].tolist(), recent[2], strict=True))
+            own = model._recent_scores(user_index, hist, spread=False)
+            own_of = dict(zip(own[1].tolist(), (1.0 - model.coengagement_) * own[2],
+                              strict=True))
         chunk = model._grouped_chunk()
         local = np.where(index >= 0, model._item_local()[np.maximum(index, 0)], -1)
         in_chunk = (local >= 0) & (scores > -np.inf)
@@ -637,12 +662,16 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         popularity = np.zeros(index.shape[0])
         share_weight = popularity_weights(indptr, model.popularity_weight_)[0]
         popularity[in_chunk] = keep * share_weight * chunk["share"][local[in_chunk]]
-        personal = np.array([lam * r_u_of.get(int(i), 0.0) for i in index], np.float64)
+        personal = np.array([lam * own_of.get(int(i), 0.0) for i in index], np.float64)
+        coengagement = np.array([lam * (r_u_of.get(int(i), 0.0) - own_of.get(int(i), 0.0))
+                                 for i in index], np.float64)
         personal[~ranked] = 0.0
+        coengagement[~ranked] = 0.0
         return Explanation(user=one.item() if one.dtype.kind != "U" else str(one),
                            items=items, scores=scores, interests=k.astype(np.int64),
                            weights=theta, contributions=contributions, popularity=popularity,
-                           personal=personal, personal_weight=float(lam))
+                           personal=personal, personal_weight=float(lam),
+                           coengagement=coengagement)
 
     def user_interests(self, users) -> sp.csr_matrix:
         """Each user's interest mixture ``theta_u`` as a sparse (n_users, K) matrix.
@@ -739,6 +768,8 @@ class MiCRO(MiCROSampling, MiCRORetrieval, RecommenderMixin, BaseEstimator):
         none = np.empty(0, np.int64)
         model.recent_indptr_, model.recent_item_, model.recent_chunk_, model.recent_weight_ = (
             recent_items(none, none, none, none, len(self.user_ids_)))
+        model.coengagement_ = 0.0
+        model._set_coengaged()
         model.random_state_ = copy.deepcopy(self.random_state_)
         return model
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._kernels import numba_threads
 from .._kernels.csr import keep_entries
+from .._kernels.neighbours import Neighbours, spread_to_neighbours
 from .._kernels.selection import ItemRows
 from .._kernels.topm import Chunk, Queries, Recent, blend_ranks, retrieval_phi
 from .._log import distinct, iter_chunks
@@ -23,6 +24,7 @@ from ..base import csr_rows, unique_pairs
 from ._state import (
     as_index,
     carried_chunks,
+    coengaged_neighbours,
     counts_csr,
     interest_weights,
     latest_chunk,
@@ -33,6 +35,7 @@ from ._state import (
 )
 
 __all__ = [
+    "COENGAGEMENT_GRID",
     "LIVE_WEIGHT_FALLBACK",
     "LIVE_WEIGHT_GRID",
     "PERSONAL_GRID",
@@ -56,6 +59,9 @@ PERSONAL_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75)
 
 #: The weights that ``MiCRO(popularity="learned")`` chooses from at `fit`.
 POPULARITY_GRID = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
+
+#: The shares that ``MiCRO(coengagement="learned")`` chooses from at `fit`.
+COENGAGEMENT_GRID = (0.0, 0.25, 0.5, 1.0)
 
 #: The share of the mixture's held-out recall@100 that "learned" weights keep at least.
 RECALL_KEPT = 0.99
@@ -93,20 +99,35 @@ class TrainingLog:
 class HeldOutChunk(NamedTuple):
     """A held-out chunk as the blend's rankers take it (`held_out_chunk`): the users
     ranked (``queries``, their ``share_weight`` not set), their recent items
-    (``recent``, ``lam`` not set), their relevant items in the chunk (``relevant``) and the
-    chunk before it as `fit` leaves it (``chunk``, its items in their own numbering)."""
+    (``recent``, ``lam`` not set), their relevant items in the chunk (``relevant``), the
+    chunk before it as `fit` leaves it (``chunk``, its items in their own numbering) and
+    the items' co-engaged items then (``coengaged``, a `Neighbours` list; None when not
+    asked for)."""
 
     queries: Queries
     recent: Recent
     relevant: ItemRows
     chunk: Chunk
+    coengaged: Neighbours | None = None
+
+    def recent_spread(self, share: float) -> Recent:
+        """``recent`` with a ``share`` of each item's weight spread to its co-engaged
+        items, as `MiCRO` spreads it (``share`` 0: ``recent`` itself)."""
+        if share == 0:
+            return self.recent
+        r_ptr, r_item, r_u = spread_to_neighbours(self.recent.indptr, self.recent.item,
+                                                  self.recent.score, self.coengaged, share)
+        return Recent(self.recent.lam, r_ptr, r_item, r_u)
 
 
 def held_out_chunk(log: TrainingLog, c, previous, *, ranks_popularity, alpha, beta,
-                   phi_decay, window, decay, min_count, max_users):
+                   phi_decay, window, decay, min_count, max_users, coengaged=False,
+                   n_threads=1):
     """Chunk ``c`` held out from the state `fit` leaves on the chunks up to ``previous``,
     the one before ``c`` (``log`` holds at least the chunks that state reads, and ``c``),
-    as a `HeldOutChunk`, or None when no user of ``c`` is ranked.
+    as a `HeldOutChunk`, or None when no user of ``c`` is ranked. With ``coengaged``, the
+    items' co-engaged items of that state too (`coengaged_neighbours` over every user's
+    recent items, on ``n_threads`` threads).
 
     Only the users of chunk ``c`` whose score a weight changes are ranked: those with a
     recent item (an engagement in the ``window`` chunks up to ``previous``), and, with
@@ -164,11 +185,16 @@ def held_out_chunk(log: TrainingLog, c, previous, *, ranks_popularity, alpha, be
                               np.ones(rows.shape[0]), log.n_interests, phi_decay, latest)
     weight, base = interest_weights(indptr, k, theta, beta, latest)
     # the users' recent items, as fit leaves them
-    mine = before & (rank[log.user] >= 0)
-    recent = recent_items(rank[log.user[mine]], log.item[mine], log.chunk[mine],
-                          decay ** (latest.chunk - log.chunk[mine]), users.shape[0])
-    r_ptr, r_item, r_u = recent_distributions(recent[0], recent[1], recent[3],
-                                              np.arange(users.shape[0]))
+    # (every user's, for the co-engaged items; the ranked users' alone otherwise)
+    mine = before & (coengaged | (rank[log.user] >= 0))
+    rows_of = np.arange(n_users) if coengaged else rank
+    recent = recent_items(rows_of[log.user[mine]], log.item[mine], log.chunk[mine],
+                          decay ** (latest.chunk - log.chunk[mine]),
+                          n_users if coengaged else users.shape[0])
+    r_ptr, r_item, r_u = recent_distributions(
+        recent[0], recent[1], recent[3], users if coengaged else np.arange(users.shape[0]))
+    neighbours = (coengaged_neighbours(recent[0], recent[1], recent[3], log.n_items,
+                                       n_threads) if coengaged else None)
     share = latest.item_count / latest.item_count.sum()
     phi_indptr, phi_item, phi_count = retrieval_phi(latest.phi_indptr, latest.phi_item,
                                                     latest.phi_count, min_count)
@@ -179,7 +205,7 @@ def held_out_chunk(log: TrainingLog, c, previous, *, ranks_popularity, alpha, be
     queries = Queries(indptr, as_index(k, log.n_interests), weight, base,
                       np.zeros(users.shape[0]))
     return HeldOutChunk(queries, Recent(np.zeros(users.shape[0]), r_ptr, r_item, r_u),
-                        ItemRows(rel_ptr, pair_item), chunk)
+                        ItemRows(rel_ptr, pair_item), chunk, neighbours)
 
 
 def blend_share_weights(queries: Queries, popularity_grid) -> np.ndarray:
@@ -188,44 +214,48 @@ def blend_share_weights(queries: Queries, popularity_grid) -> np.ndarray:
     return np.stack([popularity_weights(queries.indptr, w) for w in popularity_grid])
 
 
-def _held_out_blend_ranks(held_out: HeldOutChunk, grid, popularity_grid, *, m, n_threads):
+def _held_out_blend_ranks(held_out: HeldOutChunk, grid, popularity_grid, *, m, n_threads,
+                          share=0.0):
     """The ranks `recommend` would give the relevant items of ``held_out`` (a
     `HeldOutChunk`) with each personal weight of ``grid`` and popularity weight of
-    ``popularity_grid``: the rows' numbers of relevant items and `blend_ranks`' hits and
-    ranks, of shape (users, popularity weights, personal weights)."""
+    ``popularity_grid``, and the co-engagement ``share``: the rows' numbers of relevant
+    items and `blend_ranks`' hits and ranks, of shape (users, popularity weights, personal
+    weights)."""
     hits, ranks = blend_ranks(held_out.queries, np.asarray(grid, np.float64),
                               blend_share_weights(held_out.queries, popularity_grid),
-                              held_out.recent, held_out.relevant, held_out.chunk, m,
-                              n_threads)
+                              held_out.recent_spread(share), held_out.relevant,
+                              held_out.chunk, m, n_threads)
     return np.diff(held_out.relevant.indptr), hits, ranks
 
 
 def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
-                         popularity_grid=POPULARITY_GRID, *, alpha, beta, phi_decay, window,
-                         decay, min_count=0.0, metric="recall", last_chunks=4, m=100,
-                         max_users=4000, n_jobs=None):
-    """The personal weight of ``grid`` and popularity weight of ``popularity_grid`` with
-    the best held-out ``metric`` (``"mrr"`` or ``"recall"``, at ``m``) among those that
-    keep the recall of the smallest weights.
+                         popularity_grid=POPULARITY_GRID, coengagement_grid=(0.0,), *, alpha,
+                         beta, phi_decay, window, decay, min_count=0.0, metric="recall",
+                         last_chunks=4, m=100, max_users=4000, n_jobs=None):
+    """The personal weight of ``grid``, popularity weight of ``popularity_grid`` and
+    co-engagement share of ``coengagement_grid`` with the best held-out ``metric``
+    (``"mrr"`` or ``"recall"``, at ``m``) among those that keep the recall of the grids'
+    first values.
 
     Each of the last ``last_chunks`` chunks ``c`` of the training log (those with a chunk
     before them) is held out: the state `fit` leaves on the chunks before it (supports,
-    ``phi`` of the chunk before under ``phi_decay``, recent items) ranks ``m`` items for
-    the users of chunk ``c`` whose score a weight changes (at most ``max_users``, evenly
-    spread; `held_out_chunk`), with every pair of weights, as `recommend` does. A
-    pair scores the mean recall@``m`` and MRR@``m`` over those (user, chunk) points; among
-    the pairs that keep at least ``RECALL_KEPT`` of the recall of the grids' first values
-    (the mixture alone when both start at 0), the one with the best ``metric`` wins (with
-    ``"recall"``, equal recalls go to the better MRR), then the smaller popularity weight,
-    then the smaller personal weight. The personal
-    weights must be below 1. Returns the pair and ``{(personal, popularity): (recall,
+    ``phi`` of the chunk before under ``phi_decay``, recent items and their co-engaged
+    items) ranks ``m`` items for the users of chunk ``c`` whose score a weight changes (at
+    most ``max_users``, evenly spread; `held_out_chunk`), with every triple of weights, as
+    `recommend` does. A triple scores the mean recall@``m`` and MRR@``m`` over those
+    (user, chunk) points; among the triples that keep at least ``RECALL_KEPT`` of the
+    recall of the grids' first values (the mixture alone when they start at 0), the one
+    with the best ``metric`` wins (with ``"recall"``, equal recalls go to the better
+    MRR), then the smaller share, then the smaller popularity weight, then the smaller
+    personal weight. The personal weights must be below 1. Returns the triple
+    ``(personal, popularity, share)`` and ``{(personal, popularity, share): (recall,
     mrr)}``; the grids' first values and an empty dict when no chunk has such a point.
     """
-    first = (float(grid[0]), float(popularity_grid[0]))
+    first = (float(grid[0]), float(popularity_grid[0]), float(coengagement_grid[0]))
     present = distinct(log.chunk)
     held_out = present[1:][-last_chunks:]
     previous = present[np.searchsorted(present, held_out) - 1]
-    shape = (len(popularity_grid), len(grid))
+    shape = (len(coengagement_grid), len(popularity_grid), len(grid))
     recall, mrr = np.zeros(shape), np.zeros(shape)
     n_points = 0
     if held_out.shape[0] == 0:
@@ -235,31 +265,41 @@ def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
     rows = log.chunk >= previous.min() - reach
     log = replace(log, user=log.user[rows], item=log.item[rows], chunk=log.chunk[rows],
                   z=log.z[rows])
+    coengaged = any(g > 0 for g in coengagement_grid) and any(lam > 0 for lam in grid)
+    if not coengaged:  # every share ranks as the first
+        coengagement_grid = tuple(coengagement_grid[:1])
+        shape = (1, *shape[1:])
+        recall, mrr = np.zeros(shape), np.zeros(shape)
     with numba_threads(resolve_n_jobs(n_jobs)) as threads:
         for c, before in zip(held_out, previous, strict=True):
             held_out = held_out_chunk(
                 log, int(c), int(before), ranks_popularity=any(w > 0 for w in popularity_grid),
                 alpha=alpha, beta=beta, phi_decay=phi_decay, window=window, decay=decay,
-                min_count=min_count, max_users=max_users)
+                min_count=min_count, max_users=max_users, coengaged=coengaged,
+                n_threads=threads)
             if held_out is None:
                 continue
-            n_relevant, hits, ranks = _held_out_blend_ranks(held_out, grid, popularity_grid,
-                                                            m=m, n_threads=threads)
-            recall += (hits / n_relevant[:, None, None]).sum(axis=0)
-            mrr += np.divide(1.0, ranks, out=np.zeros(ranks.shape), where=ranks > 0).sum(axis=0)
+            for s, share in enumerate(coengagement_grid):
+                n_relevant, hits, ranks = _held_out_blend_ranks(
+                    held_out, grid, popularity_grid, m=m, n_threads=threads,
+                    share=float(share) if coengaged else 0.0)
+                recall[s] += (hits / n_relevant[:, None, None]).sum(axis=0)
+                mrr[s] += np.divide(1.0, ranks, out=np.zeros(ranks.shape),
+                                    where=ranks > 0).sum(axis=0)
             n_points += n_relevant.shape[0]
     if n_points == 0:
         return first, {}
     recall, mrr = recall / n_points, mrr / n_points
-    scores = {(float(lam), float(w)): (float(recall[j, g]), float(mrr[j, g]))
-              for j, w in enumerate(popularity_grid) for g, lam in enumerate(grid)}
+    scores = {(float(lam), float(w), float(g)): (float(recall[s, j, i]), float(mrr[s, j, i]))
+              for s, g in enumerate(coengagement_grid) for j, w in enumerate(popularity_grid)
+              for i, lam in enumerate(grid)}
     floor = RECALL_KEPT * scores[first][0]
     best, best_score = first, (-np.inf,)
-    for lam, w in sorted(scores, key=lambda pair: (pair[1], pair[0])):
-        r, q = scores[lam, w]
+    for triple in sorted(scores, key=lambda t: (t[2], t[1], t[0])):
+        r, q = scores[triple]
         score = (q,) if metric == "mrr" else (r, q)
         if r >= floor and score > best_score:
-            best, best_score = (lam, w), score
+            best, best_score = triple, score
     return best, scores
 
 

@@ -25,10 +25,13 @@ class Explanation:
     ``pi_t(i)`` the item's share of the latest chunk's engagements. Each interest ``k`` of
     the user's mixture contributes ``(1 - lam_u) * theta_u[k] * phi[k, t][i]``;
     ``popularity`` is ``(1 - lam_u) * w * pi_t(i)`` (``w`` is 1 for a user without
-    interests, who is scored by popularity alone); ``personal`` is ``lam_u * r_u(i)``.
-    For every item, ``contributions[j].sum() + popularity[j] + personal[j]`` equals
-    ``scores[j]`` (to rounding), the score `MiCRO.recommend` gives the item for this user
-    with the same ``history``. `MiCRO.explain` returns one.
+    interests, who is scored by popularity alone); ``personal`` is ``lam_u * (1 - g) *
+    r_u(i)`` over the user's own recent items and ``coengagement`` ``lam_u * g * sum_j
+    r_u(j) * s(j, i)`` over the items co-engaged with them (``g``: the model's
+    ``coengagement_``). For every item, ``contributions[j].sum() + popularity[j] +
+    personal[j] + coengagement[j]`` equals ``scores[j]`` (to rounding), the score
+    `MiCRO.recommend` gives the item for this user with the same ``history``.
+    `MiCRO.explain` returns one.
 
     Parameters
     ----------
@@ -49,9 +52,11 @@ class Explanation:
     popularity : ndarray of shape (n_items,)
         The popularity term ``(1 - lam_u) * w * pi_t(i)``.
     personal : ndarray of shape (n_items,)
-        The personal term ``lam_u * r_u(i)``.
+        The personal term ``lam_u * (1 - g) * r_u(i)``.
     personal_weight : float
         ``lam_u``: the model's personal weight for a user with recent items, else 0.
+    coengagement : ndarray of shape (n_items,) or None
+        The co-engagement term ``lam_u * g * sum_j r_u(j) * s(j, i)`` (None: zeros).
 
     See Also
     --------
@@ -78,6 +83,11 @@ class Explanation:
     popularity: np.ndarray
     personal: np.ndarray
     personal_weight: float
+    coengagement: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.coengagement is None:
+            object.__setattr__(self, "coengagement", np.zeros(np.shape(self.personal)))
 
     def terms(self, j: int) -> list[tuple[int, float, float]]:
         """The interest terms of the ``j``-th item, the largest contribution first.

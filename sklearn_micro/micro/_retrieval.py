@@ -10,6 +10,7 @@ import numpy as np
 from .._kernels import numba_threads
 from .._kernels.candidates import candidate_topm
 from .._kernels.csr import keep_entries
+from .._kernels.neighbours import Neighbours, spread_to_neighbours
 from .._kernels.selection import ItemRows
 from .._kernels.threshold import threshold_topm
 from .._kernels.topm import Queries, Recent, mixture_topm, personal_topm
@@ -381,16 +382,27 @@ class MiCRORetrieval:
                     chunk_arrays(chunk, self.chunk_items_), ItemRows(*seen), m, threads)
         return fill_by_popularity(items, scores, n_filled, indptr, base, seen, chunk)
 
-    def _recent_scores(self, user_index, history=None):
+    def _recent_scores(self, user_index, history=None, *, spread=True):
         """CSR (indptr, items, r_u) of the users' recent items, ``r_u`` normalized per user
         (distinct items per row, sorted); empty rows for unknown users. A ``history``
         engagement weighs what an engagement of the next chunk would (``1 /
-        personal_decay``, the latest chunk's weighing 1)."""
+        personal_decay``, the latest chunk's weighing 1). With ``spread`` and the
+        co-engagement term, a share ``coengagement_`` of each item's ``r_u`` goes to its
+        co-engaged items (`spread_to_neighbours`), which join the rows."""
         live = self._live_pairs(user_index)
-        return recent_with_history(self.recent_indptr_, self.recent_item_,
-                                   self.recent_weight_, user_index, history,
-                                   1.0 / self.personal_decay, recent_distributions,
-                                   live=None if live is None else live[:2])
+        recent = recent_with_history(self.recent_indptr_, self.recent_item_,
+                                     self.recent_weight_, user_index, history,
+                                     1.0 / self.personal_decay, recent_distributions,
+                                     live=None if live is None else live[:2])
+        if not spread or self.coengagement_ == 0 or self.personal_weight_ == 0:
+            return recent
+        return spread_to_neighbours(*recent, self._coengaged(), self.coengagement_,
+                                    resolve_n_jobs(self.n_jobs))
+
+    def _coengaged(self) -> Neighbours:
+        """The items' co-engaged items (``coengaged_*``) as a `Neighbours` list."""
+        return Neighbours(self.coengaged_indptr_, self.coengaged_item_,
+                          self.coengaged_score_)
 
     def _live_key(self, state):
         """The open chunk's layer and ``live_weight``, or None without engagements

@@ -8,12 +8,14 @@ import time
 import numpy as np
 from sklearn.base import clone
 
+from .._kernels.neighbours import Neighbours
 from .._log import (
     EngagementLog,
 )
 from .._parallel import resolve_n_jobs
 from ._gibbs import build_layout, run_chain
 from ._held_out import (
+    COENGAGEMENT_GRID,
     LIVE_WEIGHT_FALLBACK,
     LIVE_WEIGHT_GRID,
     PERSONAL_GRID,
@@ -29,6 +31,7 @@ from ._state import (
     ChunkEngagements,
     ChunkSupports,
     LatestChunk,
+    coengaged_neighbours,
     grown_supports,
     latest_chunk,
     main_interests,
@@ -52,22 +55,26 @@ class MiCROSampling:
             self._print_fit_step(f"phi_decay {self.phi_decay_} chosen", start)
         else:
             self.phi_decay_ = float(self.phi_decay)
-        learned = (self.personal == "learned", self.popularity == "learned")
+        learned = (self.personal == "learned", self.popularity == "learned",
+                   self.coengagement == "learned")
         if any(learned):
             start = time.perf_counter()
-            self.personal_weight_, self.popularity_weight_ = select_blend_weights(
-                log,
-                PERSONAL_GRID if learned[0] else (float(self.personal),),
-                POPULARITY_GRID if learned[1] else (float(self.popularity),),
-                alpha=float(self.alpha), beta=float(self.beta), phi_decay=self.phi_decay_,
-                window=self.personal_window, decay=self.personal_decay,
-                min_count=float(self.phi_min_count), metric=self.learned_by,
-                n_jobs=self.n_jobs)[0]
+            self.personal_weight_, self.popularity_weight_, self.coengagement_ = (
+                select_blend_weights(
+                    log, PERSONAL_GRID if learned[0] else (float(self.personal),),
+                    POPULARITY_GRID if learned[1] else (float(self.popularity),),
+                    COENGAGEMENT_GRID if learned[2] else (float(self.coengagement),),
+                    alpha=float(self.alpha), beta=float(self.beta),
+                    phi_decay=self.phi_decay_, window=self.personal_window,
+                    decay=self.personal_decay, min_count=float(self.phi_min_count),
+                    metric=self.learned_by, n_jobs=self.n_jobs)[0])
             self._print_fit_step(f"personal weight {self.personal_weight_}, popularity "
-                                 f"weight {self.popularity_weight_} chosen", start)
+                                 f"weight {self.popularity_weight_}, co-engagement "
+                                 f"{self.coengagement_} chosen", start)
         else:
             self.personal_weight_ = float(self.personal)
             self.popularity_weight_ = float(self.popularity)
+            self.coengagement_ = float(self.coengagement)
         if self.live_weight == "auto":
             start = time.perf_counter()
             self.live_weight_ = self._held_out_live_weight(log)
@@ -92,7 +99,8 @@ class MiCROSampling:
         interest[log.item] = log.z
         held_out = clone(self).set_params(
             personal=self.personal_weight_, popularity=self.popularity_weight_,
-            phi_decay=self.phi_decay_, live_weight=0.0, random_state=0, verbose=0)
+            coengagement=self.coengagement_, phi_decay=self.phi_decay_, live_weight=0.0,
+            random_state=0, verbose=0)
         held_out.fit(np.column_stack([log.user[before], log.item[before],
                                       log.chunk[before]]),
                      item_interest=(items, interest[items]))
@@ -191,12 +199,25 @@ class MiCROSampling:
                         layout.entry_interest[hit], counts.entry_count[hit].astype(np.float64),
                         carry=True)
 
+    def _set_coengaged(self):
+        """The items' co-engaged items (``coengaged_*``) from the users' recent items
+        (`coengaged_neighbours`), or none without the co-engagement term."""
+        if self.coengagement_ > 0 and self.personal_weight_ > 0:
+            found = coengaged_neighbours(self.recent_indptr_, self.recent_item_,
+                                         self.recent_weight_, len(self.item_ids_),
+                                         resolve_n_jobs(self.n_jobs))
+        else:
+            found = Neighbours(np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0))
+        self.coengaged_indptr_, self.coengaged_item_, self.coengaged_score_ = found
+
     def _add_recent(self, chunk, user, item, n_users):
         """Move the users' recent items to ``chunk``: weights times ``personal_decay`` per
         chunk of age, entries older than ``personal_window`` chunks dropped, the chunk's
-        engagements (``user``, ``item``: model indices) added with weight 1."""
+        engagements (``user``, ``item``: model indices) added with weight 1; then the
+        co-engaged items from them (`_set_coengaged`)."""
         if self.personal_weight_ <= 0:
             self.recent_indptr_ = np.zeros(n_users + 1, np.int64)
+            self._set_coengaged()
             return
         keep = self.recent_chunk_ > chunk - self.personal_window
         old_user = np.repeat(np.arange(self.recent_indptr_.shape[0] - 1),
@@ -208,3 +229,4 @@ class MiCROSampling:
             merge_recent(old_user, self.recent_item_[keep], self.recent_chunk_[keep],
                          self.recent_weight_[keep] * np.float32(self.personal_decay ** age),
                          new))
+        self._set_coengaged()

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._kernels import sampler
+from .._kernels.neighbours import Neighbours, walk_neighbours
 from .._kernels.selection import fill_remainder
 from .._kernels.threshold import RankedLists, ranked_lists
 from .._kernels.topm import Chunk, group_by_interest, retrieval_phi
@@ -20,8 +21,9 @@ from .._kernels.vocabulary import present_values
 from .._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype, sorted_find
 from ..base import append_to_rows, csr_rows, unique_pairs
 
-__all__ = ["MAX_INTERESTS", "MIN_MASS", "ChunkEngagements", "ChunkSupports", "LatestChunk",
-           "as_index", "carried_chunks", "chunk_item_mixtures", "counts_csr",
+__all__ = ["COENGAGED_NEIGHBOURS", "MAX_INTERESTS", "MIN_MASS", "ChunkEngagements",
+           "ChunkSupports", "LatestChunk", "as_index", "carried_chunks", "chunk_item_mixtures",
+           "coengaged_neighbours", "counts_csr",
            "fill_by_popularity", "grouped_chunk", "grown_supports", "interest_weights",
            "latest_chunk", "local_indices", "main_interests", "merge_recent",
            "recent_distributions", "recent_items", "stable_order", "training_interests",
@@ -32,6 +34,10 @@ MIN_MASS = 0.01
 
 # interests are numbered below this (arrays of size K are kept per chunk)
 MAX_INTERESTS = 2**24
+
+#: The co-engaged items each item keeps (`coengaged_neighbours`): MiCRO's co-engagement
+#: term spreads a recent item's weight to these.
+COENGAGED_NEIGHBOURS = 50
 
 
 def training_interests(X, item_interest):
@@ -116,6 +122,21 @@ def recent_items(user, item, chunk, weight, n_users):
     np.cumsum(np.bincount(user, minlength=n_users), out=indptr[1:])
     return (indptr, item[start].astype(np.int32), chunk[start].astype(np.int32),
             np.add.reduceat(weight, start).astype(np.float32))
+
+
+def coengaged_neighbours(recent_indptr, recent_item, recent_weight, n_items: int,
+                         n_threads: int = 1, k: int = COENGAGED_NEIGHBOURS) -> Neighbours:
+    """Each item's ``k`` most co-engaged other items over the users' recent items (the
+    CSR `recent_items` makes, its decayed weights summed per user and item): P3's walk
+    item -> user -> item, each step the row's share of the weights (`walk_neighbours`
+    with alpha 1, beta 0), as a `Neighbours` list over ``n_items`` items. Memory: at most
+    ``k`` entries (16 bytes each) per item of the window."""
+    n_users = recent_indptr.shape[0] - 1
+    row = np.repeat(np.arange(n_users), np.diff(recent_indptr))
+    counts = sp.csr_matrix((np.asarray(recent_weight, np.float64),
+                            (row, np.asarray(recent_item, np.int64))),
+                           shape=(n_users, n_items))
+    return walk_neighbours(counts, 1.0, 0.0, k, n_threads)
 
 
 def stable_order(*columns):

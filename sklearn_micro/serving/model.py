@@ -249,6 +249,7 @@ def explanation_json(user, items: list, why) -> dict:
                       if row[q] != 0],
             "popularity": float(why.popularity[j]),
             "personal": float(why.personal[j]),
+            "coengagement": float(why.coengagement[j]),
         })
     return {"user": user,
             "interests": [{"interest": k, "weight": float(w)}

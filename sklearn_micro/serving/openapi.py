@@ -74,7 +74,8 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
         "item": item, "score": {"type": ["number", "null"]},
         "terms": {"type": "array", "items": ref("ExplainTerm"),
                   "description": "the largest contribution first; none that is 0"},
-        "popularity": {"type": "number"}, "personal": {"type": "number"}}}
+        "popularity": {"type": "number"}, "personal": {"type": "number"},
+        "coengagement": {"type": "number"}}}
 
     schemas = {
         **{name: _request(fields, values, limits) for name, fields in BODIES.items()},
@@ -91,7 +92,8 @@ def document(user_kind: str, item_kind: str, limits: Limits, version: str) -> di
                 "items": {"type": "array", "items": explained,
                           "description": "per item, in the order given: score = sum of "
                                          "the terms' contributions + popularity + "
-                                         "personal; a null score (an item not ranked for "
+                                         "personal + coengagement; a null score (an "
+                                         "item not ranked for "
                                          "the user) has no terms"},
             },
         },
