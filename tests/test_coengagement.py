@@ -86,9 +86,10 @@ def rows_and_neighbours(draw):
     return lists, rows, weights, n_items
 
 
-@settings(max_examples=80, deadline=None)
-@given(rows_and_neighbours(), st.sampled_from([0.0, 0.3, 0.5, 1.0]), st.integers(1, 3))
-def test_spreading_equals_a_dense_product(drawn, share, n_threads):
+@settings(max_examples=120, deadline=None)
+@given(rows_and_neighbours(), st.sampled_from([0.0, 0.3, 0.5, 1.0]), st.integers(1, 3),
+       st.sampled_from([None, 0, 1, 2, 5]))
+def test_spreading_equals_a_dense_product(drawn, share, n_threads, cap):
     lists, rows, weights, n_items = drawn
     indptr = np.concatenate([[0], np.cumsum([len(r) for r in lists])]).astype(np.int64)
     neighbours = Neighbours(indptr,
@@ -102,11 +103,16 @@ def test_spreading_equals_a_dense_product(drawn, share, n_threads):
     r_item = np.array([i for r in rows for i in r], np.int64)
     r_w = np.array([w for r in weights for w in r], np.float64)
     got_ptr, got_item, got_w = spread_to_neighbours(r_ptr, r_item, r_w, neighbours, share,
-                                                    n_threads)
+                                                    n_threads, cap)
     for r, (row, w) in enumerate(zip(rows, weights, strict=True)):
         own = np.zeros(n_items + 2)
         own[row] = w
-        want = own if share == 0 else (1 - share) * own + share * (own @ walk)
+        co = own @ walk
+        if share > 0 and cap is not None:  # the cap others of most co-engaged weight
+            others = [j for j in np.flatnonzero(co > 0) if own[j] == 0]
+            dropped = sorted(others, key=lambda j: (-co[j], j))[cap:]
+            co[dropped] = 0.0
+        want = own if share == 0 else (1 - share) * own + share * co
         lo, hi = got_ptr[r], got_ptr[r + 1]
         assert_array_equal(got_item[lo:hi], np.flatnonzero(want > 0))
         assert_allclose(got_w[lo:hi], want[want > 0], rtol=1e-12)

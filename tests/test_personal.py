@@ -27,6 +27,7 @@ from test_exactness import dense_scores, logs
 from test_micro import CHUNK, TRAIN, fitted
 
 from sklearn_micro import MiCRO, SphericalKMeans
+from sklearn_micro._kernels.csr import keep_entries
 from sklearn_micro._kernels.selection import CUT_SAMPLE, ItemRows
 from sklearn_micro._kernels.threshold import (
     _threshold_rows,
@@ -1049,13 +1050,23 @@ def test_blend_ranks_equal_personal_ranks_per_popularity_weight_and_a_sort(x, da
     rel_rows, relevant, queries, recent, chunk = ranks_inputs(x, data)
     # the rows' own share weights, none, a popularity weight alone and a large one
     share_weights = np.stack([x["q_share"], np.zeros(n), np.full(n, 0.3), np.full(n, 50.0)])
-    hits, rank = blend_ranks(queries, lams, share_weights, recent, relevant, chunk, x["m"], 2)
+    # a second variant of the recent items, ranked from the same scatter: every other entry,
+    # its weights doubled
+    keep = np.arange(recent.item.shape[0]) % 2 == 0
+    other = Recent(recent.lam, keep_entries(recent.indptr, keep), recent.item[keep],
+                   2 * recent.score[keep])
+    variants = _held_out._interleaved([recent, other])
+    hits, rank = blend_ranks(queries, lams, share_weights, variants, relevant, chunk, x["m"],
+                             2, 2)
+    for s, rows in enumerate((recent, other)):
+        for j, weights in enumerate(share_weights):
+            want = personal_ranks(queries._replace(share_weight=weights), lams, rows,
+                                  relevant, chunk, x["m"], 2)
+            np.testing.assert_array_equal(hits[:, s, j], want[0])
+            np.testing.assert_array_equal(rank[:, s, j], want[1])
+    hits, rank = hits[:, 0], rank[:, 0]
     unseen = dict(x, seen_ptr=np.zeros(n + 1, np.int64), seen_items=np.empty(0, np.int64))
     for j, weights in enumerate(share_weights):
-        want = personal_ranks(queries._replace(share_weight=weights), lams, recent, relevant,
-                              chunk, x["m"], 2)
-        np.testing.assert_array_equal(hits[:, j], want[0])
-        np.testing.assert_array_equal(rank[:, j], want[1])
         for r in range(n):
             for g, lam in enumerate(lams):
                 top = [item for item, _, _ in

@@ -18,8 +18,8 @@ from . import numba_threads
 from .ranking import _push
 from .selection import is_seen
 
-__all__ = ["Neighbours", "Walk", "rp3beta_rows", "score_profiles", "spread_rows",
-           "spread_to_neighbours", "walk_neighbours"]
+__all__ = ["CoengagedRows", "Neighbours", "Walk", "coengaged_rows", "rp3beta_rows",
+           "score_profiles", "spread_to_neighbours", "walk_neighbours"]
 
 
 class Neighbours(NamedTuple):
@@ -211,87 +211,157 @@ def _rows_of(walk: Walk, rows: np.ndarray) -> Walk:
 
 
 @njit(cache=True, nogil=True)
-def _spread_row(lo, hi, items, weights, neighbours, share, at, out_items, out_scores):
-    """Row ``lo:hi``'s spread (`spread_rows`) into ``out_*[at:]``; returns its length."""
+def _coengaged_row(lo, hi, items, weights, neighbours, cap, at, out_items, out_own, out_co):
+    """Row ``lo:hi``'s items with their neighbours (`coengaged_rows`) into ``out_*[at:]``;
+    returns its length."""
     n_rows = neighbours.indptr.shape[0] - 1
     n = 0
     for p in range(lo, hi):
         i = items[p]
         w = weights[p]
         out_items[at + n] = i
-        out_scores[at + n] = (1.0 - share) * w
+        out_own[at + n] = w
+        out_co[at + n] = 0.0
         n += 1
         if i < 0 or i >= n_rows:
             continue
         for c in range(neighbours.indptr[i], neighbours.indptr[i + 1]):
             out_items[at + n] = neighbours.items[c]
-            out_scores[at + n] = share * w * neighbours.scores[c]
+            out_own[at + n] = 0.0
+            out_co[at + n] = w * neighbours.scores[c]
             n += 1
-    order = np.argsort(out_items[at:at + n], kind="mergesort")
+    order = np.argsort(out_items[at:at + n])
     row_items = out_items[at:at + n][order]
-    row_scores = out_scores[at:at + n][order]
+    row_own = out_own[at:at + n][order]
+    row_co = out_co[at:at + n][order]
+    # equal items summed (in the sort's order, the same for the same row)
     size = 0
     for t in range(n):
         if size > 0 and row_items[t] == out_items[at + size - 1]:
-            out_scores[at + size - 1] += row_scores[t]
+            out_own[at + size - 1] += row_own[t]
+            out_co[at + size - 1] += row_co[t]
             continue
         out_items[at + size] = row_items[t]
-        out_scores[at + size] = row_scores[t]
+        out_own[at + size] = row_own[t]
+        out_co[at + size] = row_co[t]
         size += 1
+    # the row's own items stay; of the others, the cap of most co-engaged weight
+    n_other = 0
+    for t in range(size):
+        if out_own[at + t] == 0.0 and out_co[at + t] > 0.0:
+            n_other += 1
+    cut, n_at_cut = 0.0, n_other
+    if n_other > cap and cap == 0:
+        cut, n_at_cut = np.inf, 0
+    elif n_other > cap:
+        others = np.empty(n_other)
+        k = 0
+        for t in range(size):
+            if out_own[at + t] == 0.0 and out_co[at + t] > 0.0:
+                others[k] = out_co[at + t]
+                k += 1
+        others.sort()
+        cut = others[n_other - cap]
+        n_at_cut = cap
+        for k in range(n_other):
+            if others[k] > cut:
+                n_at_cut -= 1
     kept = 0
-    for t in range(size):  # an item left with no weight (its own, at share 1) is dropped
-        if out_scores[at + t] > 0.0:
-            out_items[at + kept] = out_items[at + t]
-            out_scores[at + kept] = out_scores[at + t]
-            kept += 1
+    for t in range(size):
+        own, co = out_own[at + t], out_co[at + t]
+        if own == 0.0:
+            if co <= 0.0 or co < cut:
+                continue
+            if co == cut and n_other > cap:  # ties at the cut: the lower items
+                if n_at_cut == 0:
+                    continue
+                n_at_cut -= 1
+        out_items[at + kept] = out_items[at + t]
+        out_own[at + kept] = own
+        out_co[at + kept] = co
+        kept += 1
     return kept
 
 
 @njit(cache=True, parallel=True)
-def spread_rows(indptr, items, weights, neighbours, share, out_ptr, n_blocks, out_items,
-                out_scores, out_n):
-    """Each row's item weights with a ``share`` of each spread to the item's neighbours.
+def coengaged_rows_kernel(indptr, items, weights, neighbours, cap, out_ptr, n_blocks,
+                          out_items, out_own, out_co, out_n):
+    """Each row's items with the items co-engaged with them.
 
-    IN row ``r``'s items ``items[indptr[r]:indptr[r + 1]]`` with ``weights``;
-    ``neighbours``: a `Neighbours` list (items past its rows have none); ``share`` in
-    [0, 1]; ``out_ptr``: where row ``r``'s output starts, room for its items and all their
-    neighbours; ``n_blocks``: the threads. OUT ``out_items[out_ptr[r]:][:out_n[r]]``,
-    ``out_scores``: the row's distinct items, sorted, item ``j`` weighing ``(1 - share) *
-    w_j + share * sum_i w_i * s(i, j)`` over the row's items ``i``; items of weight 0 left
-    out. No scratch of the items: a row's entries are sorted and summed in place.
+    IN row ``r``'s items ``items[indptr[r]:indptr[r + 1]]`` (distinct) with positive
+    ``weights``; ``neighbours``: a `Neighbours` list (items past its rows have none);
+    ``cap``: the other items a row keeps; ``out_ptr``: where row ``r``'s output starts,
+    room for its items and all their neighbours; ``n_blocks``: the threads. OUT
+    ``out_items[out_ptr[r]:][:out_n[r]]`` (distinct, sorted) with ``out_own`` (the row's
+    weight of the item, 0 for another) and ``out_co`` (``sum_i w_i * s(i, j)`` over the
+    row's items ``i``): every item of the row, and of the others the ``cap`` of most
+    ``out_co`` (ties to the lower item). No scratch of the items: a row's entries are
+    sorted and summed in place.
     """
     n = indptr.shape[0] - 1
     for b in prange(n_blocks):
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            out_n[r] = _spread_row(indptr[r], indptr[r + 1], items, weights, neighbours,
-                                   share, out_ptr[r], out_items, out_scores)
+            out_n[r] = _coengaged_row(indptr[r], indptr[r + 1], items, weights, neighbours,
+                                      cap, out_ptr[r], out_items, out_own, out_co)
 
 
-def spread_to_neighbours(indptr, items, weights, neighbours: Neighbours, share: float,
-                         n_threads: int = 1):
-    """`spread_rows` as a CSR ``(indptr, items, weights)``: each row's weights with a
-    ``share`` of each spread to the item's neighbours. ``share`` 0 returns the rows as
-    given (distinct sorted items per row expected)."""
-    if share == 0 or items.shape[0] == 0:
-        return indptr, items, weights
+class CoengagedRows(NamedTuple):
+    """Rows of items (a CSR ``indptr``, ``items``, distinct and sorted per row) with each
+    item's own weight in the row (``own``, 0 for a co-engaged item) and its co-engaged
+    weight (``co``): `coengaged_rows`."""
+
+    indptr: np.ndarray
+    items: np.ndarray
+    own: np.ndarray
+    co: np.ndarray
+
+    def spread(self, share: float):
+        """The CSR ``(indptr, items, weights)`` of ``(1 - share) * own + share * co``,
+        items of weight 0 left out."""
+        weight = (1.0 - share) * self.own + share * self.co
+        keep = weight > 0
+        indptr = np.zeros(self.indptr.shape[0], np.int64)
+        row = np.repeat(np.arange(self.indptr.shape[0] - 1), np.diff(self.indptr))
+        np.cumsum(np.bincount(row[keep], minlength=self.indptr.shape[0] - 1), out=indptr[1:])
+        return indptr, self.items[keep], weight[keep]
+
+
+def coengaged_rows(indptr, items, weights, neighbours: Neighbours, n_threads: int = 1,
+                   cap: int | None = None) -> CoengagedRows:
+    """Each row's items (a CSR, distinct items of positive ``weights``) with their
+    neighbours' items (`coengaged_rows_kernel`), keeping ``cap`` (None: every one) of the
+    latter a row, on ``n_threads`` threads."""
     items = np.asarray(items, np.int64)
     n_rows = neighbours.indptr.shape[0] - 1
     inside = (items >= 0) & (items < n_rows)
     degree = np.zeros(items.shape[0], np.int64)
     degree[inside] = np.diff(neighbours.indptr)[items[inside]]
     row = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
-    room = np.bincount(row, weights=1 + degree, minlength=indptr.shape[0] - 1)
+    room = np.bincount(row, weights=1 + degree, minlength=indptr.shape[0] - 1).astype(np.int64)
     out_ptr = np.zeros(indptr.shape[0], np.int64)
-    np.cumsum(room.astype(np.int64), out=out_ptr[1:])
+    np.cumsum(room, out=out_ptr[1:])
     out_items = np.empty(out_ptr[-1], np.int64)
-    out_scores = np.empty(out_ptr[-1])
+    out_own, out_co = np.empty(out_ptr[-1]), np.empty(out_ptr[-1])
     out_n = np.zeros(indptr.shape[0] - 1, np.int64)
     with numba_threads(n_threads) as threads:
-        spread_rows(np.asarray(indptr, np.int64), items, np.asarray(weights, np.float64),
-                    neighbours, float(share), out_ptr, max(1, min(threads, indptr.shape[0] - 1)),
-                    out_items, out_scores, out_n)
-    keep = np.arange(out_ptr[-1]) - np.repeat(out_ptr[:-1], room.astype(np.int64)) \
-        < np.repeat(out_n, room.astype(np.int64))
+        coengaged_rows_kernel(np.asarray(indptr, np.int64), items,
+                              np.asarray(weights, np.float64), neighbours,
+                              int(out_ptr[-1]) if cap is None else int(cap), out_ptr,
+                              max(1, min(threads, indptr.shape[0] - 1)), out_items, out_own,
+                              out_co, out_n)
+    keep = np.arange(out_ptr[-1]) - np.repeat(out_ptr[:-1], room) < np.repeat(out_n, room)
     new_ptr = np.zeros(indptr.shape[0], np.int64)
     np.cumsum(out_n, out=new_ptr[1:])
-    return new_ptr, out_items[keep], out_scores[keep]
+    return CoengagedRows(new_ptr, out_items[keep], out_own[keep], out_co[keep])
+
+
+def spread_to_neighbours(indptr, items, weights, neighbours: Neighbours, share: float,
+                         n_threads: int = 1, cap: int | None = None):
+    """Each row's weights (a CSR ``(indptr, items, weights)``, distinct items) with a
+    ``share`` of each spread to the item's neighbours: item ``j`` weighs ``(1 - share) *
+    w_j + share * sum_i w_i * s(i, j)`` over the row's items ``i``; each row keeps its own
+    items and the ``cap`` others (None: all) of most co-engaged weight
+    (`coengaged_rows`). ``share`` 0 returns the rows as given."""
+    if share == 0 or items.shape[0] == 0:
+        return indptr, items, weights
+    return coengaged_rows(indptr, items, weights, neighbours, n_threads, cap).spread(share)

@@ -942,19 +942,19 @@ def _first_others(chunk, mark, m, others):
 
 
 @njit(cache=True)
-def _recent_ranked(r, recent, relevant, chunk, work):
-    """Row r's recent items (`Recent`) into ``work.rec`` (popularity, 0 outside the chunk;
-    global index; relevant or not); returns whether one is relevant."""
+def _recent_ranked(rr, r, recent, relevant, chunk, work):
+    """Row ``rr``'s recent items (`Recent`) into ``work.rec`` (popularity, 0 outside the
+    chunk; global index; relevant to row r or not); returns whether one is relevant."""
     recent_local = work.found.local[0]
     rec = work.rec
     any_relevant = False
-    for p in range(recent.indptr[r + 1] - recent.indptr[r]):
+    for p in range(recent.indptr[rr + 1] - recent.indptr[rr]):
         li = recent_local[p]
         if li >= 0:
             item = chunk.items[li]
             rec.pop[p] = chunk.item_count[li]
         else:
-            item = recent.item[recent.indptr[r] + p]
+            item = recent.item[recent.indptr[rr] + p]
             rec.pop[p] = 0.0
         rec.item[p] = item
         rec.relevant[p] = _is_relevant(relevant, r, item)
@@ -1036,51 +1036,71 @@ def _leading(work, n_qual, n_others, base, share_weight, chunk, relevant, r, m):
 
 
 @njit(cache=True)
-def _blend_row(r, queries, recent, relevant, chunk, whole, lams, share_weights, m, work,
-               hits, rank):
-    """Row r's ``hits[j, g]`` and ``rank[j, g]`` (OUT) for `blend_ranks` (``whole``: the
-    chunk's `_range_pointers` as one range; ``work``: `BlendRow`)."""
-    _block_candidates(r, r + 1, queries, whole, chunk, recent, work.acc, work.touched,
+def _blend_row(r, n_variants, queries, no_recent, recent, relevant, chunk, whole, lams,
+               share_weights, m, work, hits, rank):
+    """Row r's ``hits[s, j, g]`` and ``rank[s, j, g]`` (OUT) for `blend_ranks`, each
+    variant ``s`` of its recent items the row ``r * n_variants + s`` of ``recent``
+    (``whole``: the chunk's `_range_pointers` as one range; ``no_recent``: a `Recent` of
+    empty rows; ``work``: `BlendRow`). The row's interests are scattered once: each
+    candidate's ``x`` is kept in ``work.acc`` while the variants are ranked."""
+    _block_candidates(r, r + 1, queries, whole, chunk, no_recent, work.acc, work.touched,
                       work.cands, work.found)
+    n_cands = work.cands.end[0]
+    for t in range(n_cands):
+        work.acc[work.cands.item[t]] = work.cands.score[t]
     recent_local = work.found.local[0]
-    mark_recent(r, recent, recent_local, work.mark, np.uint8(2))
-    nc = _non_recent(work.cands.end[0], work)
-    n_others = _first_others(chunk, work.mark, m, work.others)
-    rec_relevant = _recent_ranked(r, recent, relevant, chunk, work)
     base = queries.base[r]
-    n_qual = _qualifiers(work, nc, n_others, base, share_weights, r, chunk, m)
-    own = recent.score[recent.indptr[r]:recent.indptr[r + 1]]
-    for j in range(share_weights.shape[0]):
-        w = share_weights[j, r]
-        n_lead = _leading(work, n_qual, n_others, base, w, chunk, relevant, r, m)
-        if not (rec_relevant or _any_relevant(work.pool, n_lead)):
-            continue  # no hit under this popularity weight
-        for p in range(own.shape[0]):
+    for s in range(n_variants):
+        rr = r * n_variants + s
+        find_recent(rr, recent, chunk, recent_local)
+        for p in range(recent.indptr[rr + 1] - recent.indptr[rr]):
             li = recent_local[p]
-            work.rec_y[p] = (base + w * chunk.share[li] + work.found.score[0, p]
-                             if li >= 0 else np.nan)
-        _rank_pairs(work.pool, n_lead, work.rec, work.rec_y, own, lams, m, hits[j], rank[j])
-    for q in range(nc):
-        work.mark[work.nc_item[q]] = 0
-    mark_recent(r, recent, recent_local, work.mark, np.uint8(0))
+            work.found.score[0, p] = work.acc[li] if li >= 0 else 0.0
+        mark_recent(rr, recent, recent_local, work.mark, np.uint8(2))
+        nc = _non_recent(n_cands, work)
+        n_others = _first_others(chunk, work.mark, m, work.others)
+        rec_relevant = _recent_ranked(rr, r, recent, relevant, chunk, work)
+        n_qual = _qualifiers(work, nc, n_others, base, share_weights, r, chunk, m)
+        own = recent.score[recent.indptr[rr]:recent.indptr[rr + 1]]
+        for j in range(share_weights.shape[0]):
+            w = share_weights[j, r]
+            n_lead = _leading(work, n_qual, n_others, base, w, chunk, relevant, r, m)
+            if not (rec_relevant or _any_relevant(work.pool, n_lead)):
+                continue  # no hit under this popularity weight
+            for p in range(own.shape[0]):
+                li = recent_local[p]
+                work.rec_y[p] = (base + w * chunk.share[li] + work.found.score[0, p]
+                                 if li >= 0 else np.nan)
+            _rank_pairs(work.pool, n_lead, work.rec, work.rec_y, own, lams, m, hits[s, j],
+                        rank[s, j])
+        for q in range(nc):
+            work.mark[work.nc_item[q]] = 0
+        mark_recent(rr, recent, recent_local, work.mark, np.uint8(0))
+    for t in range(n_cands):
+        work.acc[work.cands.item[t]] = 0.0
 
 
 @njit(cache=True, parallel=True)
-def blend_ranks(queries, lams, share_weights, recent, relevant, chunk, m, n_threads):
+def blend_ranks(queries, lams, share_weights, recent, relevant, chunk, m, n_threads,
+                n_variants=1):
     """Where each row's relevant items land in `personal_topm`'s top m, for every pair of
-    a personal weight and a popularity weight, in one pass over the row's candidates.
+    a personal weight and a popularity weight and every variant of its recent items, in
+    one pass over the row's candidates.
 
     IN: ``queries`` (`Queries`; ``share_weight`` is not read), ``lams`` (the personal
     weights, each below 1), ``share_weights`` (shape (popularity weights, rows): row r's
     ``share_weight`` under each), ``recent`` (`Recent`; ``recent.lam`` is not read),
     ``relevant`` (`selection.ItemRows`), ``chunk`` (`Chunk`, as `personal_ranks` takes
-    it), ``m``, ``n_threads``. Nothing is seen. Returns (OUT) ``hits[r, j, g]`` and
-    ``rank[r, j, g]``: `personal_ranks`' hits and ranks with ``share_weights[j]`` as the
-    rows' ``share_weight`` and the weight ``lams[g]``.
+    it), ``m``, ``n_threads``, ``n_variants``: row r's variant ``s`` of recent items is
+    ``recent``'s row ``r * n_variants + s``. Nothing is seen. Returns (OUT)
+    ``hits[r, s, j, g]`` and ``rank[r, s, j, g]``: `personal_ranks`' hits and ranks with
+    variant ``s`` as the rows' recent items, ``share_weights[j]`` as their
+    ``share_weight`` and the weight ``lams[g]``.
 
-    A row's interests are scattered once. Under one popularity weight, the items that are
-    not recent are ranked alike by every personal weight (each score is ``(1 - lam)``
-    times one without it), so only those near its m-th best or above can enter a top m
+    A row's interests are scattered once, for every variant. Under one popularity weight,
+    the items that are not recent are ranked alike by every personal weight (each score
+    is ``(1 - lam)`` times one without it), so only those near its m-th best or above can
+    enter a top m
     (`_leading`, found among the candidates of `_qualifiers` and the chunk's first other
     items). Under each personal weight, a relevant item among them or the recent items
     takes its rank by counting the items of both lists ahead of it (`_rank_pairs`); under
@@ -1089,14 +1109,17 @@ def blend_ranks(queries, lams, share_weights, recent, relevant, chunk, m, n_thre
     """
     n = queries.indptr.shape[0] - 1
     n_local = chunk.items.shape[0]
-    hits = np.zeros((n, share_weights.shape[0], lams.shape[0]), np.int64)
-    rank = np.zeros((n, share_weights.shape[0], lams.shape[0]), np.int64)
+    shape = (n, n_variants, share_weights.shape[0], lams.shape[0])
+    hits = np.zeros(shape, np.int64)
+    rank = np.zeros(shape, np.int64)
     whole = _range_pointers(chunk.phi_indptr, chunk.phi_item, n_local, max(n_local, 1))
     n_blocks = max(1, min(n, n_threads))
     max_recent = max_row_length(recent.indptr)
+    no_recent = Recent(np.zeros(n), np.zeros(n + 1, np.int64), np.empty(0, np.int64),
+                       np.empty(0))
     for b in prange(n_blocks):
         work = _blend_row_work(n_local, m, max_recent)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
-            _blend_row(r, queries, recent, relevant, chunk, whole, lams, share_weights, m,
-                       work, hits[r], rank[r])
+            _blend_row(r, n_variants, queries, no_recent, recent, relevant, chunk, whole,
+                       lams, share_weights, m, work, hits[r], rank[r])
     return hits, rank

@@ -15,13 +15,14 @@ import numpy as np
 
 from .._kernels import numba_threads
 from .._kernels.csr import keep_entries
-from .._kernels.neighbours import Neighbours, spread_to_neighbours
+from .._kernels.neighbours import CoengagedRows, coengaged_rows
 from .._kernels.selection import ItemRows
 from .._kernels.topm import Chunk, Queries, Recent, blend_ranks, retrieval_phi
 from .._log import distinct, iter_chunks
 from .._parallel import resolve_n_jobs
 from ..base import csr_rows, unique_pairs
 from ._state import (
+    COENGAGED_PER_USER,
     as_index,
     carried_chunks,
     coengaged_neighbours,
@@ -61,7 +62,7 @@ PERSONAL_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75)
 POPULARITY_GRID = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0)
 
 #: The shares that ``MiCRO(coengagement="learned")`` chooses from at `fit`.
-COENGAGEMENT_GRID = (0.0, 0.25, 0.5, 1.0)
+COENGAGEMENT_GRID = (0.0, 0.5, 1.0)
 
 #: The share of the mixture's held-out recall@100 that "learned" weights keep at least.
 RECALL_KEPT = 0.99
@@ -101,23 +102,21 @@ class HeldOutChunk(NamedTuple):
     ranked (``queries``, their ``share_weight`` not set), their recent items
     (``recent``, ``lam`` not set), their relevant items in the chunk (``relevant``), the
     chunk before it as `fit` leaves it (``chunk``, its items in their own numbering) and
-    the items' co-engaged items then (``coengaged``, a `Neighbours` list; None when not
-    asked for)."""
+    the recent items with the items co-engaged with them then (``coengaged``,
+    `CoengagedRows`; None when not asked for)."""
 
     queries: Queries
     recent: Recent
     relevant: ItemRows
     chunk: Chunk
-    coengaged: Neighbours | None = None
+    coengaged: CoengagedRows | None = None
 
     def recent_spread(self, share: float) -> Recent:
         """``recent`` with a ``share`` of each item's weight spread to its co-engaged
         items, as `MiCRO` spreads it (``share`` 0: ``recent`` itself)."""
         if share == 0:
             return self.recent
-        r_ptr, r_item, r_u = spread_to_neighbours(self.recent.indptr, self.recent.item,
-                                                  self.recent.score, self.coengaged, share)
-        return Recent(self.recent.lam, r_ptr, r_item, r_u)
+        return Recent(self.recent.lam, *self.coengaged.spread(share))
 
 
 def held_out_chunk(log: TrainingLog, c, previous, *, ranks_popularity, alpha, beta,
@@ -193,8 +192,12 @@ def held_out_chunk(log: TrainingLog, c, previous, *, ranks_popularity, alpha, be
                           n_users if coengaged else users.shape[0])
     r_ptr, r_item, r_u = recent_distributions(
         recent[0], recent[1], recent[3], users if coengaged else np.arange(users.shape[0]))
-    neighbours = (coengaged_neighbours(recent[0], recent[1], recent[3], log.n_items,
-                                       n_threads) if coengaged else None)
+    with_coengaged = None
+    if coengaged:
+        neighbours = coengaged_neighbours(recent[0], recent[1], recent[3], log.n_items,
+                                          n_threads)
+        with_coengaged = coengaged_rows(r_ptr, r_item, r_u, neighbours, n_threads,
+                                        COENGAGED_PER_USER)
     share = latest.item_count / latest.item_count.sum()
     phi_indptr, phi_item, phi_count = retrieval_phi(latest.phi_indptr, latest.phi_item,
                                                     latest.phi_count, min_count)
@@ -205,7 +208,7 @@ def held_out_chunk(log: TrainingLog, c, previous, *, ranks_popularity, alpha, be
     queries = Queries(indptr, as_index(k, log.n_interests), weight, base,
                       np.zeros(users.shape[0]))
     return HeldOutChunk(queries, Recent(np.zeros(users.shape[0]), r_ptr, r_item, r_u),
-                        ItemRows(rel_ptr, pair_item), chunk, neighbours)
+                        ItemRows(rel_ptr, pair_item), chunk, with_coengaged)
 
 
 def blend_share_weights(queries: Queries, popularity_grid) -> np.ndarray:
@@ -214,18 +217,39 @@ def blend_share_weights(queries: Queries, popularity_grid) -> np.ndarray:
     return np.stack([popularity_weights(queries.indptr, w) for w in popularity_grid])
 
 
-def _held_out_blend_ranks(held_out: HeldOutChunk, grid, popularity_grid, *, m, n_threads,
-                          share=0.0):
+def _held_out_blend_ranks(held_out: HeldOutChunk, grid, popularity_grid, shares, *, m,
+                          n_threads):
     """The ranks `recommend` would give the relevant items of ``held_out`` (a
-    `HeldOutChunk`) with each personal weight of ``grid`` and popularity weight of
-    ``popularity_grid``, and the co-engagement ``share``: the rows' numbers of relevant
-    items and `blend_ranks`' hits and ranks, of shape (users, popularity weights, personal
-    weights)."""
+    `HeldOutChunk`) with each personal weight of ``grid``, popularity weight of
+    ``popularity_grid`` and co-engagement share of ``shares``: the rows' numbers of
+    relevant items and `blend_ranks`' hits and ranks, of shape (users, shares, popularity
+    weights, personal weights), every share ranked from one scatter of a row's
+    interests."""
+    variants = [held_out.recent_spread(float(share)) for share in shares]
+    recent = _interleaved(variants)
     hits, ranks = blend_ranks(held_out.queries, np.asarray(grid, np.float64),
-                              blend_share_weights(held_out.queries, popularity_grid),
-                              held_out.recent_spread(share), held_out.relevant,
-                              held_out.chunk, m, n_threads)
+                              blend_share_weights(held_out.queries, popularity_grid), recent,
+                              held_out.relevant, held_out.chunk, m, n_threads, len(variants))
     return np.diff(held_out.relevant.indptr), hits, ranks
+
+
+def _interleaved(variants: list[Recent]) -> Recent:
+    """One `Recent` of the rows of ``variants`` (each of the same rows) interleaved: row
+    ``r`` of variant ``s`` is its row ``r * len(variants) + s``."""
+    if len(variants) == 1:
+        return variants[0]
+    n_rows = variants[0].indptr.shape[0] - 1
+    sizes = np.stack([np.diff(v.indptr) for v in variants], axis=1).ravel()
+    indptr = np.zeros(sizes.shape[0] + 1, np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    # each entry's place: its variant's rows before it, then its own position
+    item = np.empty(indptr[-1], np.int64)
+    score = np.empty(indptr[-1])
+    for s, v in enumerate(variants):
+        row = np.repeat(np.arange(n_rows), np.diff(v.indptr))
+        at = indptr[row * len(variants) + s] + (np.arange(v.item.shape[0]) - v.indptr[row])
+        item[at], score[at] = v.item, v.score
+    return Recent(np.zeros(sizes.shape[0]), indptr, item, score)
 
 
 def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
@@ -279,13 +303,11 @@ def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
                 n_threads=threads)
             if held_out is None:
                 continue
-            for s, share in enumerate(coengagement_grid):
-                n_relevant, hits, ranks = _held_out_blend_ranks(
-                    held_out, grid, popularity_grid, m=m, n_threads=threads,
-                    share=float(share) if coengaged else 0.0)
-                recall[s] += (hits / n_relevant[:, None, None]).sum(axis=0)
-                mrr[s] += np.divide(1.0, ranks, out=np.zeros(ranks.shape),
-                                    where=ranks > 0).sum(axis=0)
+            n_relevant, hits, ranks = _held_out_blend_ranks(
+                held_out, grid, popularity_grid,
+                coengagement_grid if coengaged else (0.0,), m=m, n_threads=threads)
+            recall += (hits / n_relevant[:, None, None, None]).sum(axis=0)
+            mrr += np.divide(1.0, ranks, out=np.zeros(ranks.shape), where=ranks > 0).sum(axis=0)
             n_points += n_relevant.shape[0]
     if n_points == 0:
         return first, {}

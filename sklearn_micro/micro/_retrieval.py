@@ -20,6 +20,7 @@ from ..base import csr_rows
 from ._live import live_state
 from ._online import mixtures_with_history, recent_with_history
 from ._state import (
+    COENGAGED_PER_USER,
     LatestChunk,
     chunk_arrays,
     fill_by_popularity,
@@ -388,7 +389,8 @@ class MiCRORetrieval:
         engagement weighs what an engagement of the next chunk would (``1 /
         personal_decay``, the latest chunk's weighing 1). With ``spread`` and the
         co-engagement term, a share ``coengagement_`` of each item's ``r_u`` goes to its
-        co-engaged items (`spread_to_neighbours`), which join the rows."""
+        co-engaged items (`spread_to_neighbours`), of which the ``COENGAGED_PER_USER`` of
+        most weight join the rows."""
         live = self._live_pairs(user_index)
         recent = recent_with_history(self.recent_indptr_, self.recent_item_,
                                      self.recent_weight_, user_index, history,
@@ -397,7 +399,7 @@ class MiCRORetrieval:
         if not spread or self.coengagement_ == 0 or self.personal_weight_ == 0:
             return recent
         return spread_to_neighbours(*recent, self._coengaged(), self.coengagement_,
-                                    resolve_n_jobs(self.n_jobs))
+                                    resolve_n_jobs(self.n_jobs), COENGAGED_PER_USER)
 
     def _coengaged(self) -> Neighbours:
         """The items' co-engaged items (``coengaged_*``) as a `Neighbours` list."""

@@ -21,9 +21,9 @@ from .._kernels.vocabulary import present_values
 from .._log import EmbeddedLog, Vocabulary, check_log, distinct, index_dtype, sorted_find
 from ..base import append_to_rows, csr_rows, unique_pairs
 
-__all__ = ["COENGAGED_NEIGHBOURS", "MAX_INTERESTS", "MIN_MASS", "ChunkEngagements",
-           "ChunkSupports", "LatestChunk", "as_index", "carried_chunks", "chunk_item_mixtures",
-           "coengaged_neighbours", "counts_csr",
+__all__ = ["COENGAGED_NEIGHBOURS", "COENGAGED_PER_USER", "MAX_INTERESTS", "MIN_MASS",
+           "ChunkEngagements", "ChunkSupports", "LatestChunk", "as_index", "carried_chunks",
+           "chunk_item_mixtures", "coengaged_neighbours", "counts_csr",
            "fill_by_popularity", "grouped_chunk", "grown_supports", "interest_weights",
            "latest_chunk", "local_indices", "main_interests", "merge_recent",
            "recent_distributions", "recent_items", "stable_order", "training_interests",
@@ -37,7 +37,11 @@ MAX_INTERESTS = 2**24
 
 #: The co-engaged items each item keeps (`coengaged_neighbours`): MiCRO's co-engagement
 #: term spreads a recent item's weight to these.
-COENGAGED_NEIGHBOURS = 50
+COENGAGED_NEIGHBOURS = 20
+
+#: The co-engaged items a user's row keeps beside the user's own recent items: those of
+#: most weight (`spread_to_neighbours`' ``cap``).
+COENGAGED_PER_USER = 100
 
 
 def training_interests(X, item_interest):
