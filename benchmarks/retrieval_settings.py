@@ -194,7 +194,8 @@ def main(argv=None) -> int:
     stages.dir.mkdir(parents=True, exist_ok=True)
     fitted, chunks, p = fitted_and_test(args.scale, stages)
     log(f"kernels compiled or loaded in {warm_up():.1f} s")
-    header("MiCRO's tol and phi_min_count on the fave preset", "retrieval_settings.py", argv)
+    header("MiCRO's tol, phi_min_count and coengagement on the fave preset",
+           "retrieval_settings.py", argv)
     print(f"fave preset at {args.scale:g}: K = {p.n_interests:,}, {len(chunks)} test chunks "
           f"of {sum(len(c) for c in chunks):,} engagements; MiCRO's defaults chose "
           f"personal_weight_ {fitted.personal_weight_:.3g}, coengagement_ "
