@@ -1036,13 +1036,16 @@ def _leading(work, n_qual, n_others, base, share_weight, chunk, relevant, r, m):
 
 
 @njit(cache=True)
-def _blend_row(r, n_variants, queries, no_recent, recent, relevant, chunk, whole, lams,
-               share_weights, m, work, hits, rank):
-    """Row r's ``hits[s, j, g]`` and ``rank[s, j, g]`` (OUT) for `blend_ranks`, each
-    variant ``s`` of its recent items the row ``r * n_variants + s`` of ``recent``
-    (``whole``: the chunk's `_range_pointers` as one range; ``no_recent``: a `Recent` of
-    empty rows; ``work``: `BlendRow`). The row's interests are scattered once: each
-    candidate's ``x`` is kept in ``work.acc`` while the variants are ranked."""
+def _blend_row(r, n_variants, queries, no_recent, recent, relevant, chunk, whole, weights,
+               m, work, out):
+    """Row r's ``hits[s, j, g]`` and ``rank[s, j, g]`` (OUT, ``out = (hits, rank)``) for
+    `blend_ranks`, each variant ``s`` of its recent items the row ``r * n_variants + s``
+    of ``recent``, under ``weights = (lams, share_weights)`` (``whole``: the chunk's
+    `_range_pointers` as one range; ``no_recent``: a `Recent` of empty rows; ``work``:
+    `BlendRow`). The row's interests are scattered once: each candidate's ``x`` is kept in
+    ``work.acc`` while the variants are ranked."""
+    lams, share_weights = weights
+    hits, rank = out
     _block_candidates(r, r + 1, queries, whole, chunk, no_recent, work.acc, work.touched,
                       work.cands, work.found)
     n_cands = work.cands.end[0]
@@ -1121,5 +1124,5 @@ def blend_ranks(queries, lams, share_weights, recent, relevant, chunk, m, n_thre
         work = _blend_row_work(n_local, m, max_recent)
         for r in range(b * n // n_blocks, (b + 1) * n // n_blocks):
             _blend_row(r, n_variants, queries, no_recent, recent, relevant, chunk, whole,
-                       lams, share_weights, m, work, hits[r], rank[r])
+                       (lams, share_weights), m, work, (hits[r], rank[r]))
     return hits, rank

@@ -255,7 +255,7 @@ def _interleaved(variants: list[Recent]) -> Recent:
 def select_blend_weights(log: TrainingLog, grid=PERSONAL_GRID,
                          popularity_grid=POPULARITY_GRID, coengagement_grid=(0.0,), *, alpha,
                          beta, phi_decay, window, decay, min_count=0.0, metric="recall",
-                         last_chunks=4, m=100, max_users=4000, n_jobs=None):
+                         last_chunks=4, m=100, max_users=2000, n_jobs=None):
     """The personal weight of ``grid``, popularity weight of ``popularity_grid`` and
     co-engagement share of ``coengagement_grid`` with the best held-out ``metric``
     (``"mrr"`` or ``"recall"``, at ``m``) among those that keep the recall of the grids'
