@@ -85,14 +85,15 @@ print(f"like item {busiest_new}:", similar[0], scores[0].round(4))
 # Why these items
 # ---------------
 # ``explain`` gives each item's score as a sum: one term per interest of the user's
-# mixture, a popularity term for users without interests, and the personal term. The
-# terms sum to the score ``recommend`` gives.
+# mixture, a popularity term for users without interests, the personal term (the user's
+# own recent items) and the co-engagement term (the items engaged with them). The terms
+# sum to the score ``recommend`` gives.
 
 user = latest.user.value_counts().index[0]
 items, scores = model.recommend([user], m=6)
 why = model.explain(user, items[0])
-assert np.allclose(why.contributions.sum(axis=1) + why.popularity + why.personal,
-                   why.scores)
+assert np.allclose(why.contributions.sum(axis=1) + why.popularity + why.personal
+                   + why.coengagement, why.scores)
 fig, ax = plt.subplots(figsize=(7, 3.5))
 bottom = np.zeros(len(why.items))
 for q, k in enumerate(why.interests):
@@ -104,6 +105,8 @@ rest = why.contributions.sum(axis=1) + why.popularity - bottom
 ax.bar(range(len(why.items)), rest, bottom=bottom, color="0.8", label="other interests")
 ax.bar(range(len(why.items)), why.personal, bottom=bottom + rest, color="k",
        label="personal")
+ax.bar(range(len(why.items)), why.coengagement, bottom=bottom + rest + why.personal,
+       color="0.4", label="co-engagement")
 ax.set_xticks(range(len(why.items)), [str(i) for i in why.items])
 ax.set_xlabel(f"user {user}'s top items")
 ax.set_ylabel("score")
