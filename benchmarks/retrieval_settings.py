@@ -168,6 +168,12 @@ def paired(report, base) -> list[str]:
             f"{100 * compared.loc[m, 'relative_high']:+.2f}]" for m in METRICS]
 
 
+def against(report, base) -> list[str]:
+    """The metrics of ``report``: its means for the peer row (``base`` None), else
+    `paired` with ``base``."""
+    return means(report) if base is None else paired(report, base)
+
+
 def means(report) -> list[str]:
     intervals = report.intervals()
     return [f"{intervals.loc[m, 'mean']:.4f}" for m in METRICS]
@@ -210,8 +216,8 @@ def main(argv=None) -> int:
             cells = [f"{tol:g}", f"{np.mean(d['sweeps']):.1f} ({min(d['sweeps'])}, "
                      f"{max(d['sweeps'])})", f"{d['cpu']:.1f}", f"{d['cpu'] / first['cpu']:.2f}"]
             for row in ROWS:
-                cells += (means(d["reports"][row]) if tol == args.tols[0]
-                          else paired(d["reports"][row], first["reports"][row]))
+                cells += against(d["reports"][row],
+                                 None if tol == args.tols[0] else first["reports"][row])
             rows.append(cells)
         print(f"## tol: `partial_fit` over the test chunks, against tol {args.tols[0]:g}\n")
         print("The first row's metrics are its means; the others', the relative difference "
@@ -232,8 +238,8 @@ def main(argv=None) -> int:
                           f"{d['cpu'][c, row]:.1f}",
                           f"{d['cpu'][c0, row] / d['cpu'][c, row]:.2f}"]
             for row in ROWS:
-                cells += (means(d["reports"][c][row]) if c == c0
-                          else paired(d["reports"][c][row], d["reports"][c0][row]))
+                cells += against(d["reports"][c][row],
+                                 None if c == c0 else d["reports"][c0][row])
             rows.append(cells)
         print(f"## phi_min_count: retrieval against phi_min_count={c0:g}\n")
         print("Per row: the share of the latest chunk's phi entries that retrieval reads "
@@ -253,8 +259,8 @@ def main(argv=None) -> int:
             cells = [f"{g:g}", f"{d['fit_cpu']:.1f}", f"{d['fit_cpu'] / first['fit_cpu']:.2f}",
                      f"{d['score_cpu']:.1f}", f"{d['score_cpu'] / first['score_cpu']:.2f}",
                      f"{d['entries']:,}"]
-            cells += (means(d["reports"]["MiCRO"]) if g == args.shares[0]
-                      else paired(d["reports"]["MiCRO"], first["reports"]["MiCRO"]))
+            cells += against(d["reports"]["MiCRO"],
+                             None if g == args.shares[0] else first["reports"]["MiCRO"])
             rows.append(cells)
         print(f"## coengagement: MiCRO's share against {args.shares[0]:g}\n")
         print("The cpu seconds of partial_fit and of MiCRO's scoring over the test chunks and "

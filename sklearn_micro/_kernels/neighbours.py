@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from . import numba_threads
+from .csr import keep_entries
 from .ranking import _push
 from .selection import is_seen
 
@@ -320,10 +321,7 @@ class CoengagedRows(NamedTuple):
         items of weight 0 left out."""
         weight = (1.0 - share) * self.own + share * self.co
         keep = weight > 0
-        indptr = np.zeros(self.indptr.shape[0], np.int64)
-        row = np.repeat(np.arange(self.indptr.shape[0] - 1), np.diff(self.indptr))
-        np.cumsum(np.bincount(row[keep], minlength=self.indptr.shape[0] - 1), out=indptr[1:])
-        return indptr, self.items[keep], weight[keep]
+        return keep_entries(self.indptr, keep), self.items[keep], weight[keep]
 
 
 def coengaged_rows(indptr, items, weights, neighbours: Neighbours, n_threads: int = 1,

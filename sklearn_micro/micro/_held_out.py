@@ -125,8 +125,9 @@ def held_out_chunk(log: TrainingLog, c, previous, *, ranks_popularity, alpha, be
     """Chunk ``c`` held out from the state `fit` leaves on the chunks up to ``previous``,
     the one before ``c`` (``log`` holds at least the chunks that state reads, and ``c``),
     as a `HeldOutChunk`, or None when no user of ``c`` is ranked. With ``coengaged``, the
-    items' co-engaged items of that state too (`coengaged_neighbours` over every user's
-    recent items, on ``n_threads`` threads).
+    ranked users' recent items with their co-engaged items too (`coengaged_rows` through
+    that state's `coengaged_neighbours` over every user's recent items, on ``n_threads``
+    threads).
 
     Only the users of chunk ``c`` whose score a weight changes are ranked: those with a
     recent item (an engagement in the ``window`` chunks up to ``previous``), and, with
